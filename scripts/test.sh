@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Install everything the tests need, then run the whole suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh --test
+python3 -m pytest "$@"

@@ -1,0 +1,16 @@
+"""envyard: executable environments for agents — verified images and fast, isolated, forkable sandboxes."""
+
+from .errors import (BadInput, BaseBuildError, EnvyardError, HostUnsupported, ImageNotFound, NotFound,
+                     PathOutsideSandbox, SandboxClosed, SandboxDied, SandboxError, SandboxNotFound, StoreError)
+from .runtime.limits import Limits
+from .runtime.result import ExecResult
+from .store import Image, ImageConfig
+from .yard import Sandbox, Yard
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BadInput", "BaseBuildError", "EnvyardError", "ExecResult", "HostUnsupported", "Image", "ImageConfig",
+    "ImageNotFound", "Limits", "NotFound", "PathOutsideSandbox", "Sandbox", "SandboxClosed", "SandboxDied",
+    "SandboxError", "SandboxNotFound", "StoreError", "Yard", "__version__",
+]

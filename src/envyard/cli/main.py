@@ -1,0 +1,391 @@
+"""The `envyard` command line (typer). Every reporting command takes --json for scripts."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .. import __version__
+from ..errors import BadInput, EnvyardError, SandboxNotFound
+from ..runtime.limits import Limits
+
+app = typer.Typer(
+    help="envyard: executable environments for agents — fast, daemonless, forkable sandboxes over a layer store.",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+)
+base_app = typer.Typer(help="Make base images: the host's root, Debian via debootstrap, or an imported archive.",
+                       no_args_is_help=True)
+app.add_typer(base_app, name="base")
+
+out = Console()
+err = Console(stderr=True)
+RUN_ERROR = 125  # `run` passes the command's exit code through, so its own failures use 125 (as docker does)
+
+
+def _yard():
+    from ..yard import Yard
+
+    return Yard()
+
+
+def _fail(e: EnvyardError, code: int | None = None) -> None:
+    err.print(f"[bold red]error:[/] {e.message}", highlight=False)
+    if e.fix:
+        err.print(f"[bold]fix:[/] {e.fix}", highlight=False)
+    raise typer.Exit(code if code is not None else e.exit_code)
+
+
+def _emit_json(data) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _limits(memory: str | None, pids: int | None, cpus: float | None) -> Limits:
+    return Limits(memory=memory, pids=pids, cpus=cpus)
+
+
+def _env(pairs: list[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise BadInput(f"--env takes KEY=VALUE, got {pair!r}")
+        k, v = pair.split("=", 1)
+        env[k] = v
+    return env
+
+
+def _version(value: bool):
+    if value:
+        out.print(f"envyard {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version.")):
+    """envyard keeps images as stacks of layers in $ENVYARD_HOME and runs sandboxes over them."""
+
+
+# ---- sandboxes -----------------------------------------------------------------------------------------------
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+def run(
+    image: str = typer.Argument(..., help="Image name, e.g. host or debian:bookworm."),
+    cmd: list[str] = typer.Argument(..., help="The command and its arguments (put them after --)."),
+    network: str = typer.Option("none", help="none (default) or host."),
+    memory: Optional[str] = typer.Option(None, help="Memory limit, e.g. 512M."),
+    pids: Optional[int] = typer.Option(None, help="Maximum number of processes."),
+    cpus: Optional[float] = typer.Option(None, help="CPU share, e.g. 0.5."),
+    env: list[str] = typer.Option([], "--env", "-e", help="KEY=VALUE, repeatable."),
+    workdir: Optional[str] = typer.Option(None, "--workdir", "-w", help="Working directory inside the sandbox."),
+    timeout: Optional[float] = typer.Option(None, help="Kill the command after this many seconds (with --json)."),
+    as_json: bool = typer.Option(False, "--json", help="Capture output and print an ExecResult as JSON."),
+):
+    """Run one command in a throwaway sandbox. The exit code is the command's; envyard's own errors exit 125."""
+    try:
+        yard = _yard()
+        if as_json:
+            with yard.sandbox(image, network=network, limits=_limits(memory, pids, cpus), env=_env(env),
+                              workdir=workdir) as sb:
+                r = sb.exec(cmd if len(cmd) > 1 else cmd[0], timeout=timeout)
+            _emit_json({"sandbox": sb.id, "image": sb.image.name, **r.to_dict()})
+            raise typer.Exit(r.exit_code)
+        from ..runtime.backend import SandboxSpec
+
+        img = yard.image(image)
+        if workdir is not None and not workdir.startswith("/"):
+            raise BadInput(f"workdir must be an absolute path, not {workdir!r}")
+        if network not in ("none", "host"):
+            raise BadInput(f"unknown network policy {network!r}", fix="use 'none' (default) or 'host'")
+        spec = SandboxSpec(image=img, network=network, limits=_limits(memory, pids, cpus), env=_env(env), workdir=workdir)
+        code = yard.backend.run_attached(spec, cmd)
+    except EnvyardError as e:
+        _fail(e, RUN_ERROR)
+    raise typer.Exit(code)
+
+
+@app.command()
+def shell(
+    image: str = typer.Argument("host", help="Image to open a shell in."),
+    network: str = typer.Option("none", help="none (default) or host."),
+    memory: Optional[str] = typer.Option(None, help="Memory limit, e.g. 512M."),
+):
+    """Open an interactive shell in a throwaway sandbox (bash when the image has it)."""
+    try:
+        from ..runtime.backend import SandboxSpec
+
+        yard = _yard()
+        img = yard.image(image)
+        spec = SandboxSpec(image=img, network=network, limits=_limits(memory, None, None))
+        code = yard.backend.run_attached(spec, ["/bin/sh", "-c", "command -v bash >/dev/null && exec bash -i || exec sh -i"])
+    except EnvyardError as e:
+        _fail(e, RUN_ERROR)
+    raise typer.Exit(code)
+
+
+@app.command()
+def ps(as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
+    """List sandboxes in the store, with their owner process and whether it is still alive."""
+    try:
+        recs = _yard().sandboxes()
+    except EnvyardError as e:
+        _fail(e)
+    if as_json:
+        _emit_json([r.to_dict() for r in recs])
+        return
+    t = Table("ID", "IMAGE", "OWNER PID", "OWNER", "NETWORK", "AGE")
+    for r in recs:
+        t.add_row(r.id, r.image, str(r.owner_pid), "alive" if r.owner_alive() else "dead (gc reclaims)", r.network,
+                  f"{time.time() - r.created:.0f}s")
+    out.print(t)
+
+
+@app.command()
+def rm(ids: list[str] = typer.Argument(..., help="Sandbox ids (see `envyard ps`)."),
+       as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
+    """Kill sandboxes and delete their files, whoever owns them."""
+    from ..gc import reclaim
+
+    try:
+        yard = _yard()
+        removed = []
+        for sid in ids:
+            rec = yard.store.sandbox(sid)
+            if rec is None:
+                raise SandboxNotFound(f"no sandbox {sid}", fix="list sandboxes with `envyard ps`")
+            reclaim(yard.store, rec)
+            removed.append(sid)
+    except EnvyardError as e:
+        _fail(e)
+    if as_json:
+        _emit_json({"removed": removed})
+    else:
+        for sid in removed:
+            out.print(f"removed {sid}")
+
+
+@app.command()
+def snapshot(sandbox_id: str = typer.Argument(..., help="A running sandbox (see `envyard ps`)."),
+             name: str = typer.Option(..., "--name", "-n", help="Name of the new image, name[:tag]."),
+             as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
+    """Save a running sandbox's changes as a new image; the sandbox keeps running."""
+    from .. import procinfo
+    from ..runtime.local import copy_upper
+    from ..store import parse_image_name
+
+    try:
+        yard = _yard()
+        name = parse_image_name(name)
+        rec = yard.store.sandbox(sandbox_id)
+        if rec is None or not procinfo.is_alive(rec.init_pid, rec.init_start):
+            raise SandboxNotFound(f"no running sandbox {sandbox_id}", fix="list sandboxes with `envyard ps`")
+        parent = yard.image(rec.image)
+        built = copy_upper(yard.store, rec.dir, procinfo.pid_namespace(rec.init_pid), rec.init_pid)
+        layer = yard.store.seal_layer(built, {"snapshot_of": rec.id, "image": rec.image})
+        parent.config.provenance = {**parent.config.provenance, "snapshot_of": rec.id, "parent_image": rec.image}
+        img = yard.store.put_image(name, [*rec.layers, layer.id], parent.config)
+    except EnvyardError as e:
+        _fail(e)
+    if as_json:
+        _emit_json(img.to_dict())
+    else:
+        out.print(f"{img.name} ({len(img.layers)} layers, {layer.size / 1e6:.1f} MB new)")
+
+
+@app.command()
+def gc(as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
+    """Reclaim sandboxes of dead owners (processes, cgroups, files), unfinished and unused layers, and trash."""
+    try:
+        report = _yard().gc()
+    except EnvyardError as e:
+        _fail(e)
+    if as_json:
+        _emit_json(report)
+        return
+    for key, value in report.items():
+        n = value if isinstance(value, int) else len(value)
+        out.print(f"{key.replace('_', ' ')}: {n}")
+
+
+# ---- images --------------------------------------------------------------------------------------------------
+
+
+@app.command()
+def images(as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
+    """List images in the store."""
+    try:
+        yard = _yard()
+        imgs = yard.images()
+        sizes = {i.name: yard.store.image_size(i) for i in imgs}
+    except EnvyardError as e:
+        _fail(e)
+    if as_json:
+        _emit_json([{**i.to_dict(), "size": sizes[i.name]} for i in imgs])
+        return
+    t = Table("NAME", "LAYERS", "SIZE", "PROVIDER", "CREATED")
+    for i in imgs:
+        t.add_row(i.name, str(len(i.layers)), f"{sizes[i.name] / 1e6:.1f} MB",
+                  str(i.config.provenance.get("provider", "snapshot")),
+                  time.strftime("%Y-%m-%d %H:%M", time.localtime(i.created)))
+    out.print(t)
+
+
+@app.command()
+def rmi(names: list[str] = typer.Argument(..., help="Image names."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
+    """Remove images (their layers go when nothing else uses them)."""
+    try:
+        yard = _yard()
+        removed = [yard.remove_image(n).name for n in names]
+    except EnvyardError as e:
+        _fail(e)
+    if as_json:
+        _emit_json({"removed": removed})
+    else:
+        for n in removed:
+            out.print(f"removed {n}")
+
+
+@base_app.command("pull")
+def base_pull(spec: str = typer.Argument(..., help="host, or debian:<suite> (bullseye, bookworm, trixie)."),
+              as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
+    """Build a base image (cached: a second pull returns at once)."""
+    try:
+        yard = _yard()
+        if as_json:
+            img = yard.pull(spec)
+        else:
+            with err.status(f"building {spec}…") as status:
+                img = yard.pull(spec, on_progress=lambda line: status.update(f"{spec}: {line}"))
+    except EnvyardError as e:
+        _fail(e)
+    except KeyboardInterrupt:
+        err.print("interrupted; the partial build was removed")
+        raise typer.Exit(130)
+    if as_json:
+        _emit_json(img.to_dict())
+    else:
+        out.print(f"{img.name} ready ({yard.store.image_size(img) / 1e6:.0f} MB)")
+
+
+@base_app.command("import")
+def base_import(path: Path = typer.Argument(..., help="A rootfs tarball or a `docker save` archive."),
+                name: str = typer.Option(..., "--name", "-n", help="Image name, name[:tag]."),
+                as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
+    """Import a rootfs tarball or `docker save` archive as an image."""
+    try:
+        yard = _yard()
+        with err.status(f"importing {path}…") as status:
+            img = yard.import_image(path, name, on_progress=lambda line: status.update(line))
+    except EnvyardError as e:
+        _fail(e)
+    if as_json:
+        _emit_json(img.to_dict())
+    else:
+        out.print(f"{img.name} imported ({len(img.layers)} layers)")
+
+
+# ---- diagnostics and the tour --------------------------------------------------------------------------------
+
+
+@app.command()
+def doctor(as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
+    """Check that this machine can run sandboxes: bubblewrap, overlayfs, namespaces, cgroups."""
+    report = {"envyard": __version__, "home": None, "ok": False}
+    try:
+        yard = _yard()
+        report["home"] = str(yard.store.home)
+        report.update(yard.backend.check())
+        with yard.sandbox("host") as sb:
+            r = sb.exec("echo ok")
+        report["sandbox"] = r.stdout.strip() == "ok"
+        report["ok"] = report["sandbox"]
+    except EnvyardError as e:
+        report["error"] = str(e)
+        if as_json:
+            _emit_json(report)
+            raise typer.Exit(e.exit_code)
+        _fail(e)
+    if as_json:
+        _emit_json(report)
+        return
+    for k, v in report.items():
+        out.print(f"{k}: {v}")
+
+
+@app.command()
+def demo(
+    image: str = typer.Option("host", help="Image to use (default: the host's root, no set-up)."),
+    forks: int = typer.Option(4, help="How many sandboxes to fork from the snapshot."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+):
+    """A tour of the core: create a sandbox, run commands, snapshot it, fork it, reset it — with timings."""
+    timings: dict[str, float] = {}
+
+    def timed(key, fn):
+        t = time.perf_counter()
+        value = fn()
+        timings[key] = (time.perf_counter() - t) * 1000
+        return value
+
+    try:
+        yard = _yard()
+        yard.image(image)  # first use of `host` mounts its view; keep that out of the create timing
+        sb = timed("create_ms", lambda: yard.sandbox(image))
+        try:
+            first = timed("first_exec_ms", lambda: sb.exec("uname -sr; echo hello from $(hostname)"))
+            execs = [sb.exec("true").duration * 1000 for _ in range(20)]
+            timings["exec_median_ms"] = statistics.median(execs)
+            sh = sb.shell()
+            sh.run("cd /tmp && export GREETING=hi")
+            session = [timed("_", lambda: sh.run("true")) and timings["_"] for _ in range(50)]
+            timings.pop("_", None)
+            timings["session_roundtrip_median_ms"] = statistics.median(session)
+            sb.write_file("/tmp/state.txt", "written before the snapshot\n")
+            snap = timed("snapshot_ms", lambda: sb.snapshot())
+            kids = timed("fork_total_ms", lambda: yard.fork(snap, forks))
+            timings["fork_per_child_ms"] = timings["fork_total_ms"] / forks
+            seen = [k.read_file("/tmp/state.txt").decode().strip() for k in kids]
+            for k in kids:
+                k.close()
+            sb.exec("rm -rf /tmp/state.txt /etc/hostname")
+            timed("reset_ms", sb.reset)
+            after_reset = sb.exec("test -e /etc/hostname && echo restored").stdout.strip()
+        finally:
+            timed("close_ms", sb.close)
+        yard.remove_image(snap.name)
+    except EnvyardError as e:
+        _fail(e)
+    result = {
+        "image": image, "first_output": first.stdout.strip().splitlines(), "forks_saw_snapshot": seen,
+        "reset": after_reset, "timings_ms": {k: round(v, 3) for k, v in timings.items()},
+        "cgroups": yard.backend.cgroups.mode,
+    }
+    if as_json:
+        _emit_json(result)
+        return
+    out.print(f"[bold]envyard demo[/] on image [cyan]{image}[/] (cgroups: {result['cgroups']})")
+    for line in result["first_output"]:
+        out.print(f"  sandbox says: {line}")
+    out.print(f"  {forks} forks of the snapshot each read: {seen[0]!r}")
+    out.print(f"  after reset, the deleted /etc/hostname is {after_reset or 'still missing (unexpected)'}")
+    t = Table("step", "time (ms)")
+    for k, v in result["timings_ms"].items():
+        t.add_row(k.removesuffix("_ms").replace("_", " "), f"{v:.2f}")
+    out.print(t)
+
+
+def entry() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    entry()

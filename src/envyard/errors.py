@@ -1,0 +1,73 @@
+"""Typed errors. Each carries a one-line cause, a fix, and a distinct CLI exit code."""
+
+from __future__ import annotations
+
+
+class EnvyardError(Exception):
+    """Base class. `exit_code` is what the CLI exits with; `fix` tells the user what to do."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, fix: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return self.message if not self.fix else f"{self.message} (fix: {self.fix})"
+
+
+class BadInput(EnvyardError):
+    """The caller asked for something malformed (bad name, bad path, bad option)."""
+
+    exit_code = 2
+
+
+class NotFound(EnvyardError):
+    """An image, layer or sandbox that does not exist."""
+
+    exit_code = 3
+
+
+class ImageNotFound(NotFound):
+    pass
+
+
+class SandboxNotFound(NotFound):
+    pass
+
+
+class HostUnsupported(EnvyardError):
+    """This machine lacks something the backend needs (bwrap, overlayfs, namespaces)."""
+
+    exit_code = 4
+
+
+class SandboxError(EnvyardError):
+    """An infrastructure failure of a sandbox: it died, could not start, or was closed."""
+
+    exit_code = 5
+
+
+class SandboxClosed(SandboxError):
+    pass
+
+
+class SandboxDied(SandboxError):
+    pass
+
+
+class PathOutsideSandbox(BadInput):
+    """A file path that would resolve outside the sandbox's root."""
+
+
+class BaseBuildError(EnvyardError):
+    """Building or importing a base image failed."""
+
+    exit_code = 6
+
+
+class StoreError(EnvyardError):
+    """The store is unreadable, locked or inconsistent."""
+
+    exit_code = 7

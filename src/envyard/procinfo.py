@@ -1,0 +1,70 @@
+"""Facts about host processes read from /proc: start times (to survive pid reuse) and namespace membership."""
+
+from __future__ import annotations
+
+import os
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    # The command name may contain spaces and parentheses: split after the last ')'.
+    return data[data.rfind(")") + 2 :].split()
+
+
+def start_time(pid: int) -> int:
+    """Start time in clock ticks since boot, 0 if the process is gone."""
+    f = _stat_fields(pid)
+    return int(f[19]) if f else 0
+
+
+def is_alive(pid: int | None, start: int | None) -> bool:
+    """True if `pid` runs and is the same process that started at `start` (not a reused pid), and not a zombie."""
+    if not pid:
+        return False
+    f = _stat_fields(pid)
+    if not f or f[0] == "Z":
+        return False
+    return start is None or int(f[19]) == start
+
+
+def session_id(pid: int) -> int | None:
+    f = _stat_fields(pid)
+    return int(f[3]) if f else None
+
+
+def parent_pid(pid: int) -> int | None:
+    f = _stat_fields(pid)
+    return int(f[1]) if f else None
+
+
+def pid_namespace(pid: int) -> int | None:
+    try:
+        link = os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+    return int(link[link.index("[") + 1 : -1])
+
+
+def pids_in_namespace(ns_inode: int) -> list[int]:
+    """Host pids of every process whose pid namespace is `ns_inode`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and pid_namespace(int(name)) == ns_inode:
+            found.append(int(name))
+    return found
+
+
+def inner_pid(pid: int) -> int | None:
+    """The pid a process has inside its own (innermost) pid namespace."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except OSError:
+        return None
+    return None

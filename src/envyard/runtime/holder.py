@@ -1,0 +1,95 @@
+"""The sandbox's resident shell ("holder") and the small scripts it runs.
+
+Every sandbox runs one POSIX shell as its main process. It reads one-line requests on stdin and starts each
+request as a background job, so every command is a descendant of the sandbox's pid-1 and inherits its
+namespaces, cgroups, dropped capabilities and rlimits — nothing is injected from outside. Only /bin/sh is
+needed in the image. The holder exits when its stdin reaches EOF, i.e. when the owning process closes the
+sandbox or dies, which tears the whole pid namespace down.
+
+All files of the protocol live in the sandbox's ipc directory, bind-mounted read-only at /.envyard:
+    ID.sh       the script to run          ID.in    stdin (when given)
+    ID.out      FIFO for stdout            ID.err   FIFO for stderr
+    ID.rc       FIFO for status lines: "pid N" when the command starts, "exit N" when it ends
+FIFOs can be opened for writing on a read-only mount, so the sandbox can neither edit nor replace them.
+Output never lands in the sandbox's filesystem.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from ..errors import BadInput
+
+IPC_MOUNT = "/.envyard"
+
+# setsid gives each command its own session, so a timeout can kill exactly its process tree.
+HOLDER_SCRIPT = r"""
+D=/.envyard
+if command -v setsid >/dev/null 2>&1; then S=setsid; else S=; fi
+if command -v bash >/dev/null 2>&1; then B=bash; else B=/bin/sh; fi
+# Background jobs start with SIGINT ignored, and a shell cannot undo that itself; reset it for sessions so
+# interrupt() works.
+if env --default-signal=INT true 2>/dev/null; then E="env --default-signal=INT,QUIT"; else E=; fi
+echo ready
+while read -r op id in; do
+  case "$op" in
+    run)
+      if [ "$in" = 1 ]; then i="$D/$id.in"; else i=/dev/null; fi
+      ( exec 5>"$D/$id.rc"; $S /bin/sh "$D/$id.sh" <"$i" >"$D/$id.out" 2>"$D/$id.err" 3>&5 5>&-; echo "exit $?" >&5 ) &
+      ;;
+    shell)
+      ( exec 5>"$D/$id.rc"; $S $E $B "$D/$id.loop" </dev/null >/dev/null 2>&1 3>&5 5>&-; echo "exit $?" >&5 ) &
+      ;;
+  esac
+done
+"""
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def check_env(env: dict[str, str] | None) -> dict[str, str]:
+    env = dict(env or {})
+    for key, value in env.items():
+        if not isinstance(key, str) or not ENV_NAME.match(key):
+            raise BadInput(f"invalid environment variable name {key!r}", fix="use letters, digits and '_'")
+        if not isinstance(value, str) or "\0" in value:
+            raise BadInput(f"environment variable {key} must be a string without NUL bytes")
+    return env
+
+
+def command_script(cmd: str | list[str], cwd: str, env: dict[str, str]) -> str:
+    """A script that reports its pid, enters `cwd`, exports `env` and runs `cmd`.
+
+    A string runs as the body of a fresh /bin/sh (as `sh -c` would); an argv list is exec'd directly, so a
+    missing program yields the shell's exit code 127.
+    """
+    lines = [
+        'printf "pid %s\\n" "$$" >&3; exec 3>&-',
+        f"cd -- {shlex.quote(cwd)} || exit 126",
+    ]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+    if isinstance(cmd, str):
+        lines.append(cmd)
+    else:
+        if not cmd:
+            raise BadInput("empty command", fix="give a shell string or a non-empty argv list")
+        lines.append("exec " + shlex.join(cmd))
+    return "\n".join(lines) + "\n"
+
+
+def session_loop_script(session_id: str) -> str:
+    """The loop a persistent shell runs: source each command file in the current shell, report its status.
+
+    Sourcing keeps `cd`, variables and functions between commands. The status goes to fd 3, never to the
+    command's output, so no sentinel text can leak into what the caller sees.
+    """
+    d = f"{IPC_MOUNT}/{session_id}"
+    return (
+        'printf "pid %s\\n" "$$" >&3\n'
+        f'exec 4<"{d}.cmd"\n'
+        "while IFS= read -r __envyard_n <&4; do\n"
+        f'  . "{d}-$__envyard_n.sh" </dev/null >"{d}-$__envyard_n.out" 2>"{d}-$__envyard_n.err" 3>&- 4<&-\n'
+        '  printf "done %s %s\\n" "$__envyard_n" "$?" >&3\n'
+        "done\n"
+    )

@@ -1,0 +1,54 @@
+"""Resource limits for a sandbox: memory, process count, CPU share."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..errors import BadInput
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_bytes(value: int | str) -> int:
+    """`512M`, `2g`, `1.5G`, `1048576` → bytes."""
+    if isinstance(value, int):
+        return value
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)(?:i?[bB])?\s*", str(value))
+    if not m:
+        raise BadInput(f"invalid size {value!r}", fix="write sizes like 512M, 2G or a number of bytes")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+@dataclass(frozen=True)
+class Limits:
+    """memory: bytes or '512M'; pids: max processes+threads; cpus: CPU share, e.g. 0.5 or 2."""
+
+    memory: int | str | None = None
+    pids: int | None = None
+    cpus: float | None = None
+
+    def __post_init__(self):
+        if self.memory is not None and self.memory_bytes < 4 << 20:
+            raise BadInput(f"memory limit {self.memory!r} is below 4 MiB", fix="give at least 4M")
+        if self.pids is not None and self.pids < 4:
+            raise BadInput(f"pids limit {self.pids} is below 4", fix="allow at least 4 processes")
+        if self.cpus is not None and self.cpus <= 0:
+            raise BadInput(f"cpus limit {self.cpus} must be positive", fix="give e.g. 0.5 or 2")
+
+    @property
+    def memory_bytes(self) -> int | None:
+        return None if self.memory is None else parse_bytes(self.memory)
+
+    @classmethod
+    def coerce(cls, value: "Limits | dict | None") -> "Limits":
+        if value is None:
+            return cls()
+        if isinstance(value, Limits):
+            return value
+        if isinstance(value, dict):
+            unknown = set(value) - {"memory", "pids", "cpus"}
+            if unknown:
+                raise BadInput(f"unknown limit(s): {', '.join(sorted(unknown))}", fix="use memory, pids, cpus")
+            return cls(**value)
+        raise BadInput(f"limits must be a Limits or a dict, not {type(value).__name__}")

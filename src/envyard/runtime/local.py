@@ -1,0 +1,670 @@
+"""The local backend: bubblewrap + overlayfs + cgroups, no daemon.
+
+A sandbox is one bwrap process tree: bwrap mounts an overlay (the image's layers read-only, a private upper
+dir on top) as the root of new mount/pid/ipc/uts (and, by default, network) namespaces and runs the holder
+shell (see holder.py) as its main process. The overlay exists only inside the sandbox's mount namespace, so
+when the sandbox's pid-1 dies the kernel removes every mount and process with it: nothing can leak on the
+host but the sandbox's directory, which leases let gc reclaim.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import resource
+import select
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from .. import procinfo
+from ..errors import HostUnsupported, SandboxClosed, SandboxDied, SandboxError
+from ..store import SandboxRecord, Store
+from .backend import Backend, Capabilities, SandboxHandle, SandboxSpec
+from .bwrap import check_overlay_support, find_bwrap
+from .cgroups import Cgroups
+from .holder import HOLDER_SCRIPT, IPC_MOUNT, check_env, command_script, session_loop_script
+from .result import DEFAULT_MAX_OUTPUT, ExecResult, OutputBuffer
+
+log = logging.getLogger("envyard")
+
+# Docker's default capability set minus MKNOD (a device node could expose the host's disks).
+SANDBOX_CAPS = (
+    "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID",
+    "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
+)
+START_TIMEOUT = 20.0
+EOF_GRACE = 0.1  # after a command exits, how long to wait for background jobs to release its output pipes
+KILL_GRACE = 5.0
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def raise_fd_limit() -> None:
+    """Each sandbox holds a few descriptors in the owner; lift the soft limit so hundreds fit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+class LocalBackend(Backend):
+    name = "local"
+    capabilities = Capabilities(
+        snapshot=True, fork=True, reset=True, network_policies=("none", "host"),
+        limits=("memory", "pids", "cpus"), shell_sessions=True,
+    )
+
+    def __init__(self, store: Store):
+        if not hasattr(os, "pidfd_open"):
+            raise HostUnsupported("this Python lacks os.pidfd_open", fix="use CPython >= 3.9 on Linux >= 5.3")
+        self.store = store
+        self.bwrap = find_bwrap()
+        check_overlay_support()
+        self.cgroups = Cgroups()
+        raise_fd_limit()
+
+    def check(self) -> dict:
+        return {"backend": self.name, "bwrap": self.bwrap, "cgroups": self.cgroups.mode,
+                "cgroups_note": self.cgroups.reason, "root": os.geteuid() == 0}
+
+    def create(self, spec: SandboxSpec) -> "LocalSandbox":
+        return LocalSandbox(self, spec)
+
+    def run_attached(self, spec: SandboxSpec, argv: list[str]) -> int:
+        """Run `argv` as the main process of a throwaway sandbox wired to this terminal; return its exit code."""
+        sb = LocalSandbox(self, spec, attached=argv)
+        return sb.returncode
+
+
+class LocalSandbox(SandboxHandle):
+    def __init__(self, backend: LocalBackend, spec: SandboxSpec, attached: list[str] | None = None):
+        self.backend = backend
+        self.store = backend.store
+        self.spec = spec
+        self.id = uuid.uuid4().hex[:12]
+        self.dir = self.store.sandboxes_dir / self.id
+        self.ipc = self.dir / "ipc"
+        self.spill = self.dir / "spill"
+        self.env = {"PATH": DEFAULT_PATH, "HOME": "/root", **spec.image.config.env, **check_env(spec.env)}
+        self.workdir = spec.workdir or spec.image.config.workdir or "/"
+        self._ids = itertools.count(1)
+        self._ctl_lock = threading.Lock()
+        self._closed = False
+        self._sessions: list[LocalShell] = []
+        self.proc: subprocess.Popen | None = None
+        self.lower_paths = self.store.layer_paths(spec.image.layers)
+        me = os.getpid()
+        # The lease row goes in first: whatever happens after, gc can find and reclaim what we make.
+        self.store.add_sandbox(SandboxRecord(
+            id=self.id, image=spec.image.name, layers=spec.image.layers, dir=self.dir, owner_pid=me,
+            owner_start=procinfo.start_time(me), init_pid=None, init_start=None, cgroups=[],
+            network=spec.network, created=time.time(),
+        ))
+        try:
+            for d in (self.ipc, self.spill):
+                d.mkdir(parents=True)
+            self.cg = backend.cgroups.create(self.id, spec.limits)
+            self.store.update_sandbox(self.id, cgroups=self.cg.dirs)
+            if attached is None:
+                self._start()
+                return
+            self.returncode = self._run_attached(attached)
+        except BaseException:
+            self._teardown()
+            raise
+        self._closed = True
+        self._teardown()
+
+    def _run_attached(self, argv: list[str]) -> int:
+        args = self._bwrap_args(argv)
+        prefix = self.cg.shim_prefix()
+        shim = (prefix + " && " if prefix else "") + 'exec "$@"'
+        proc = subprocess.Popen(["/bin/sh", "-c", shim, "sh", *args])
+        try:
+            # Ctrl-C reaches the sandboxed program through the terminal; we just wait for it to finish.
+            while True:
+                try:
+                    return proc.wait()
+                except KeyboardInterrupt:
+                    continue
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+    # ---- lifecycle ----------------------------------------------------------------------------------------
+
+    def _bwrap_args(self, attached: list[str] | None = None) -> list[str]:
+        """bwrap's command line; `attached` replaces the holder with a program wired to the caller's terminal
+        (then no --new-session, so the program keeps the terminal for job control and Ctrl-C)."""
+        upper, work = self.dir / "upper", self.dir / "work"
+        upper.mkdir(exist_ok=True)
+        work.mkdir(exist_ok=True)
+        args = [self.backend.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", f"envyard-{self.id}",
+                "--cap-drop", "ALL"]
+        if attached is None:
+            args.append("--new-session")
+        for cap in SANDBOX_CAPS:
+            args += ["--cap-add", cap]
+        if self.spec.network == "none":
+            args.append("--unshare-net")
+        for path in self.lower_paths:
+            args += ["--overlay-src", str(path)]
+        args += ["--overlay", str(upper), str(work), "/", "--proc", "/proc", "--dev", "/dev",
+                 "--ro-bind", "/sys", "/sys", "--ro-bind", str(self.ipc), IPC_MOUNT]
+        if self.spec.network == "host":
+            args += ["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
+        args += ["--clearenv"]
+        for k, v in self.env.items():
+            args += ["--setenv", k, v]
+        if attached is not None:
+            return args + ["--chdir", self.workdir, *attached]
+        return args + ["--chdir", "/", "--info-fd", "{INFO_FD}", "/bin/sh", "-c", HOLDER_SCRIPT]
+
+    def _start(self) -> None:
+        info_r, info_w = os.pipe()
+        args = [str(info_w) if a == "{INFO_FD}" else a for a in self._bwrap_args()]
+        prefix = self.cg.shim_prefix()
+        shim = (prefix + " && " if prefix else "") + 'exec "$@"'
+        log_file = open(self.dir / "bwrap.log", "wb")
+        try:
+            self.proc = subprocess.Popen(
+                ["/bin/sh", "-c", shim, "sh", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=log_file, pass_fds=(info_w,), start_new_session=True,
+            )
+        finally:
+            os.close(info_w)
+            log_file.close()
+        try:
+            self.pidfd = os.pidfd_open(self.proc.pid)
+            info = self._read_startup(info_r)
+        finally:
+            os.close(info_r)
+        self.init_pid = int(info["child-pid"])
+        self.init_start = procinfo.start_time(self.init_pid)
+        self.pid_ns = int(info.get("pid-namespace") or procinfo.pid_namespace(self.init_pid))
+        self.store.update_sandbox(self.id, init_pid=self.init_pid, init_start=self.init_start)
+
+    def _read_startup(self, info_fd: int) -> dict:
+        """Wait for bwrap's info JSON and the holder's `ready` line; explain bwrap's complaint if it fails."""
+        deadline = time.monotonic() + START_TIMEOUT
+        info_buf, out_buf = b"", b""
+        out_fd = self.proc.stdout.fileno()
+        pending = {info_fd, out_fd}
+        while b"ready\n" not in out_buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SandboxError(f"sandbox {self.id} did not start within {START_TIMEOUT:.0f}s", fix="see `envyard doctor`")
+            ready, _, _ = select.select(list(pending), [], [], left)
+            for fd in ready:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    pending.discard(fd)
+                    if fd == out_fd:
+                        raise self._start_failure()
+                elif fd == info_fd:
+                    info_buf += chunk
+                else:
+                    out_buf += chunk
+        while True:  # bwrap writes the info before running the holder, so it is complete by now
+            try:
+                return json.loads(info_buf)
+            except json.JSONDecodeError:
+                chunk = os.read(info_fd, 4096)
+                if not chunk:
+                    raise SandboxError(f"sandbox {self.id}: bwrap gave no process info")
+                info_buf += chunk
+
+    def _start_failure(self) -> SandboxError:
+        self.proc.wait(timeout=10)
+        msg = (self.dir / "bwrap.log").read_text(errors="replace").strip().splitlines()
+        why = msg[-1] if msg else f"bwrap exited with status {self.proc.returncode}"
+        fix = "run `envyard doctor` to check bubblewrap, overlayfs and namespaces"
+        if "/bin/sh" in why or "execvp" in why:
+            fix = "the image needs /bin/sh; check the image's layers"
+        return SandboxError(f"sandbox {self.id} failed to start: {why}", fix=fix)
+
+    @property
+    def alive(self) -> bool:
+        return not self._closed and self.proc is not None and self.proc.poll() is None
+
+    def _kill_all(self) -> None:
+        """Kill every process of the sandbox at once: SIGKILL to pid-1 ends its whole pid namespace."""
+        for s in self._sessions:
+            s._release()
+        self._sessions.clear()
+        if self.proc is None:
+            return
+        if procinfo.is_alive(getattr(self, "init_pid", None), getattr(self, "init_start", None)):
+            try:
+                os.kill(self.init_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # only the shim could be stuck here; it holds no sandbox state
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stdout.close()
+        os.close(self.pidfd)
+        self.proc = None
+
+    def reset(self) -> None:
+        """Back to the image: kill everything, drop the upper dir, start afresh. Limits and id stay."""
+        self._check_open()
+        self._kill_all()
+        for name in ("upper", "work"):
+            self.store.discard_dir(self.dir / name, background=True)
+        for p in self.ipc.iterdir():
+            p.unlink()
+        self._start()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._teardown()
+
+    def _teardown(self) -> None:
+        try:
+            self._kill_all()
+        finally:
+            Cgroups.remove(self.cg.dirs if hasattr(self, "cg") else [])
+            self.store.discard_dir(self.dir, background=True)
+            self.store.remove_sandbox(self.id)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxClosed(f"sandbox {self.id} is closed")
+        if self.proc is None or self.proc.poll() is not None:
+            raise SandboxDied(
+                f"sandbox {self.id} is no longer running (its main process exited)",
+                fix="create a new sandbox or call reset(); check memory limits if this repeats",
+            )
+
+    def _send(self, line: str) -> None:
+        with self._ctl_lock:
+            self._check_open()
+            try:
+                os.write(self.proc.stdin.fileno(), line.encode())
+            except (BrokenPipeError, OSError) as e:
+                raise SandboxDied(f"sandbox {self.id} stopped accepting commands: {e}") from e
+
+    # ---- processes ----------------------------------------------------------------------------------------
+
+    def host_pids(self) -> list[int]:
+        return procinfo.pids_in_namespace(self.pid_ns)
+
+    def _host_pid_of(self, inner: int) -> int | None:
+        for pid in self.host_pids():
+            if procinfo.inner_pid(pid) == inner:
+                return pid
+        return None
+
+    def kill_tree(self, leader: int, *, keep_leader: bool = False, sig: int = signal.SIGKILL) -> None:
+        """Signal a command's whole tree: its session (commands run under setsid) and every descendant,
+        including ones that moved to their own process group. Repeats to catch processes forked meanwhile."""
+        is_session = procinfo.session_id(leader) == leader
+        for _ in range(3):
+            pids = self.host_pids()
+            parents = {p: procinfo.parent_pid(p) for p in pids}
+            tree = {leader}
+            grew = True
+            while grew:
+                grew = False
+                for p, pp in parents.items():
+                    if p not in tree and (pp in tree or (is_session and procinfo.session_id(p) == leader)):
+                        tree.add(p)
+                        grew = True
+            if keep_leader:
+                tree.discard(leader)
+            if not tree:
+                return
+            for p in tree:
+                try:
+                    os.kill(p, sig)
+                except ProcessLookupError:
+                    pass
+            if sig != signal.SIGKILL:
+                return
+            time.sleep(0.005)
+
+    # ---- exec ---------------------------------------------------------------------------------------------
+
+    def exec(self, cmd, *, timeout=None, cwd=None, env=None, stdin=None, max_output=DEFAULT_MAX_OUTPUT) -> ExecResult:
+        self._check_open()
+        eid = f"x{next(self._ids)}"
+        base = self.ipc / eid
+        base.with_suffix(".sh").write_text(command_script(cmd, cwd or self.workdir, check_env(env)))
+        if stdin is not None:
+            base.with_suffix(".in").write_bytes(stdin.encode() if isinstance(stdin, str) else stdin)
+        fifos = {}
+        try:
+            for kind in ("out", "err", "rc"):
+                path = base.with_suffix("." + kind)
+                os.mkfifo(path, 0o600)
+                fifos[kind] = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            oom_before = self.cg.oom_kills()
+            start = time.perf_counter()
+            self._send(f"run {eid} {int(stdin is not None)}\n")
+            out = OutputBuffer(max_output, self.spill / f"{eid}.stdout")
+            err = OutputBuffer(max_output, self.spill / f"{eid}.stderr")
+            run = _Run(self, fifos["out"], fifos["err"], fifos["rc"], out, err)
+            code, timed_out = run.wait(timeout, finished=lambda lines: _last_exit(lines))
+            duration = time.perf_counter() - start
+        finally:
+            for fd in fifos.values():
+                os.close(fd)
+            for suffix in (".sh", ".in", ".out", ".err", ".rc"):
+                try:
+                    os.unlink(base.with_suffix(suffix))
+                except FileNotFoundError:
+                    pass
+        oom = self.cg.oom_kills() > oom_before and code in (137, -9)
+        return ExecResult(
+            exit_code=code, stdout_bytes=out.value(), stderr_bytes=err.value(), duration=duration,
+            timed_out=timed_out, truncated=out.truncated or err.truncated, oom_killed=oom,
+            stdout_file=str(out.spill_path) if out.truncated else None,
+            stderr_file=str(err.spill_path) if err.truncated else None,
+        )
+
+    def shell(self) -> "LocalShell":
+        self._check_open()
+        sh = LocalShell(self, f"s{next(self._ids)}")
+        self._sessions.append(sh)
+        return sh
+
+    def snapshot_layer(self) -> Path:
+        """Copy the upper dir (the sandbox's changes) into a new layer directory while the sandbox is frozen."""
+        self._check_open()
+        return copy_upper(self.store, self.dir, self.pid_ns, self.init_pid)
+
+
+def freeze(pid_ns: int, init_pid: int) -> list[int]:
+    """SIGSTOP every process of a sandbox but pid-1 so its upper dir holds still; returns what to SIGCONT."""
+    stopped: set[int] = set()
+    for _ in range(5):  # repeat: a process may fork while we sweep
+        new = [p for p in procinfo.pids_in_namespace(pid_ns) if p != init_pid and p not in stopped]
+        if not new:
+            break
+        for p in new:
+            try:
+                os.kill(p, signal.SIGSTOP)
+                stopped.add(p)
+            except ProcessLookupError:
+                pass
+    return sorted(stopped)
+
+
+def thaw(pids: list[int]) -> None:
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+
+def copy_upper(store: Store, sandbox_dir: Path, pid_ns: int, init_pid: int) -> Path:
+    """Copy a running sandbox's upper dir into a fresh layer dir (whiteouts and xattrs kept), frozen meanwhile."""
+    dest = store.new_layer_dir()
+    stopped = freeze(pid_ns, init_pid)
+    try:
+        done = subprocess.run(["cp", "-a", "--reflink=auto", f"{sandbox_dir / 'upper'}/.", str(dest)],
+                              capture_output=True, text=True)
+    finally:
+        thaw(stopped)
+    if done.returncode != 0:
+        store.discard_dir(dest)
+        raise SandboxError(f"snapshot of sandbox {sandbox_dir.name} failed: {done.stderr.strip()[-300:]}")
+    # bwrap made this mount point in the upper dir; it is not part of the sandbox's content.
+    try:
+        (dest / IPC_MOUNT.lstrip("/")).rmdir()
+    except OSError:
+        pass
+    return dest
+
+
+def _last_exit(lines: list[str]) -> int | None:
+    for line in lines:
+        if line.startswith("exit "):
+            return int(line.split()[1])
+    return None
+
+
+class _Run:
+    """Pumps one command's stdout/stderr FIFOs and status FIFO until it finishes, times out or the sandbox dies."""
+
+    def __init__(self, sandbox: LocalSandbox, out_fd: int, err_fd: int, rc_fd: int, out: OutputBuffer,
+                 err: OutputBuffer, rc_lines: "_LineReader | None" = None):
+        self.sb = sandbox
+        self.streams = {out_fd: out, err_fd: err}
+        self.rc = rc_lines or _LineReader(rc_fd)
+        self.rc_fd = rc_fd
+
+    def wait(self, timeout: float | None, finished, on_timeout=None) -> tuple[int, bool]:
+        poller = select.poll()
+        for fd in (*self.streams, self.rc.fd, self.sb.pidfd):
+            poller.register(fd, select.POLLIN)
+        open_streams = set(self.streams)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        timed_out = False
+        code = None
+        done_at = None
+        kill_deadline = None
+        while True:
+            if code is None:
+                code = finished(self.rc.lines)
+                if code is not None:
+                    done_at = time.monotonic()
+            if code is not None and (not open_streams or time.monotonic() - done_at > EOF_GRACE):
+                return code, timed_out
+            now = time.monotonic()
+            wait_until = [t for t in (deadline if not timed_out else None, kill_deadline,
+                                      done_at + EOF_GRACE if done_at else None) if t is not None]
+            wait_ms = None if not wait_until else max(0, int((min(wait_until) - now) * 1000) + 1)
+            for fd, _ev in poller.poll(wait_ms):
+                if fd == self.sb.pidfd:
+                    poller.unregister(fd)
+                    self._drain(open_streams, poller)
+                    code = finished(self.rc.read_available())
+                    if code is None:
+                        raise SandboxDied(
+                            f"sandbox {self.sb.id} died while running a command",
+                            fix="check the sandbox's memory and pids limits",
+                        )
+                    done_at = time.monotonic()
+                elif fd == self.rc.fd:
+                    if not self.rc.read_available() and self.rc.eof:
+                        poller.unregister(fd)
+                else:
+                    self._read(fd, open_streams, poller)
+            now = time.monotonic()
+            if deadline is not None and not timed_out and code is None and now >= deadline:
+                timed_out = True
+                (on_timeout or self._kill_command)()
+                kill_deadline = now + KILL_GRACE
+            elif kill_deadline is not None and code is None and now >= kill_deadline:
+                return -9, True
+
+    def _kill_command(self) -> None:
+        inner = self.rc.pid()
+        host = self.sb._host_pid_of(inner) if inner else None
+        if host:
+            self.sb.kill_tree(host)
+
+    def _read(self, fd: int, open_streams: set, poller) -> None:
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                return
+            if not chunk:
+                open_streams.discard(fd)
+                poller.unregister(fd)
+                return
+            self.streams[fd].feed(chunk)
+
+    def _drain(self, open_streams: set, poller) -> None:
+        for fd in list(open_streams):
+            self._read(fd, open_streams, poller)
+
+
+class _LineReader:
+    """Reads newline-terminated status lines from a non-blocking FIFO."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.lines: list[str] = []
+        self._buf = b""
+        self.eof = False
+
+    def read_available(self) -> list[str]:
+        while True:
+            try:
+                chunk = os.read(self.fd, 4096)
+            except BlockingIOError:
+                break
+            if not chunk:
+                self.eof = True
+                break
+            self._buf += chunk
+        *complete, self._buf = self._buf.split(b"\n")
+        self.lines += [c.decode(errors="replace") for c in complete]
+        return self.lines
+
+    def pid(self) -> int | None:
+        for line in self.read_available():
+            if line.startswith("pid "):
+                return int(line.split()[1])
+        return None
+
+
+class LocalShell:
+    """A persistent shell (bash if the image has it, else /bin/sh) that keeps cwd, variables and functions.
+
+    Commands are sourced one at a time from files; each reports its status on a private FIFO, so output holds
+    only what the command printed. A command that outlives its timeout is killed with its whole tree while the
+    shell lives on; if the shell itself is stuck (a busy builtin loop) it is restarted, and stderr says so.
+    """
+
+    def __init__(self, sandbox: LocalSandbox, session_id: str):
+        self.sb = sandbox
+        self.id = session_id
+        self._n = itertools.count(1)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._start()
+
+    def _start(self) -> None:
+        base = self.sb.ipc / self.id
+        base.with_suffix(".loop").write_text(session_loop_script(self.id))
+        for suffix in (".cmd", ".rc"):
+            p = base.with_suffix(suffix)
+            if p.exists():
+                p.unlink()
+            os.mkfifo(p, 0o600)
+        self.cmd_fd = os.open(base.with_suffix(".cmd"), os.O_RDWR)  # O_RDWR: never blocks, never EOFs
+        self.rc = _LineReader(os.open(base.with_suffix(".rc"), os.O_RDONLY | os.O_NONBLOCK))
+        self.sb._send(f"shell {self.id} 0\n")
+        deadline = time.monotonic() + START_TIMEOUT
+        while (inner := self.rc.pid()) is None:
+            if time.monotonic() > deadline or not self.sb.alive:
+                raise SandboxError(f"shell session in sandbox {self.sb.id} did not start")
+            select.select([self.rc.fd], [], [], 0.05)
+        self.shell_pid = self.sb._host_pid_of(inner)
+        self.rc.lines.clear()
+
+    @property
+    def alive(self) -> bool:
+        return not self._closed and self.sb.alive and not any(l.startswith("exit ") for l in self.rc.lines)
+
+    def run(self, command: str, *, timeout: float | None = None, max_output: int | None = DEFAULT_MAX_OUTPUT) -> ExecResult:
+        if self._closed:
+            raise SandboxClosed(f"shell session {self.id} is closed")
+        with self._lock:
+            if not self.alive:
+                raise SandboxClosed(f"shell session {self.id} has ended (its shell exited)",
+                                    fix="open a new one with sandbox.shell()")
+            n = next(self._n)
+            base = self.sb.ipc / f"{self.id}-{n}"
+            base.with_suffix(".sh").write_text(command + "\n")
+            fds = []
+            try:
+                for kind in ("out", "err"):
+                    os.mkfifo(base.with_suffix("." + kind), 0o600)
+                    fds.append(os.open(base.with_suffix("." + kind), os.O_RDONLY | os.O_NONBLOCK))
+                out = OutputBuffer(max_output, self.sb.spill / f"{self.id}-{n}.stdout")
+                err = OutputBuffer(max_output, self.sb.spill / f"{self.id}-{n}.stderr")
+                start = time.perf_counter()
+                os.write(self.cmd_fd, f"{n}\n".encode())
+                run = _Run(self.sb, fds[0], fds[1], self.rc.fd, out, err, rc_lines=self.rc)
+                restarted = False
+
+                def finished(lines):
+                    for line in lines:
+                        if line == f"done {n}" or line.startswith(f"done {n} "):
+                            return int(line.split()[2])
+                        if line.startswith("exit "):
+                            return int(line.split()[1])
+                    return None
+
+                def on_timeout():
+                    self.sb.kill_tree(self.shell_pid, keep_leader=True)
+
+                code, timed_out = run.wait(timeout, finished, on_timeout=on_timeout)
+                if timed_out and code == -9:  # the shell itself never answered: replace it
+                    self._restart()
+                    restarted = True
+                duration = time.perf_counter() - start
+            finally:
+                for fd in fds:
+                    os.close(fd)
+                for suffix in (".sh", ".out", ".err"):
+                    try:
+                        os.unlink(base.with_suffix(suffix))
+                    except FileNotFoundError:
+                        pass
+            self.rc.lines = [l for l in self.rc.lines if l.startswith("exit ")]
+            stderr = err.value()
+            if restarted:
+                stderr += b"\n[envyard: the shell did not respond after the timeout and was restarted; cwd and variables were reset]\n"
+            return ExecResult(code, out.value(), stderr, duration, timed_out=timed_out,
+                              truncated=out.truncated or err.truncated,
+                              stdout_file=str(out.spill_path) if out.truncated else None,
+                              stderr_file=str(err.spill_path) if err.truncated else None)
+
+    def interrupt(self) -> None:
+        """Send SIGINT to whatever the shell is running (not to the shell). Safe to call from another thread."""
+        if self.shell_pid:
+            self.sb.kill_tree(self.shell_pid, keep_leader=True, sig=signal.SIGINT)
+
+    def _restart(self) -> None:
+        self._release()
+        self._closed = False
+        self._start()
+
+    def _release(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self.shell_pid and self.sb.alive:
+            self.sb.kill_tree(self.shell_pid)
+        for fd in (self.cmd_fd, self.rc.fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self._release()
+        if self in self.sb._sessions:
+            self.sb._sessions.remove(self)
+

@@ -1,0 +1,97 @@
+"""The store's SQLite database: images, layers, sandboxes and their leases.
+
+One connection per Store object, guarded by a lock so threads can share it. WAL mode and a busy timeout let
+several envyard processes use the same store at once; every write is a short IMMEDIATE transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..errors import StoreError
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS layers (
+    id       TEXT PRIMARY KEY,
+    path     TEXT NOT NULL,          -- absolute directory (outside the store for the host's root)
+    size     INTEGER NOT NULL DEFAULT 0,
+    created  REAL NOT NULL,
+    origin   TEXT NOT NULL DEFAULT '{}'   -- JSON: what produced this layer
+);
+CREATE TABLE IF NOT EXISTS images (
+    name     TEXT PRIMARY KEY,       -- always name:tag
+    layers   TEXT NOT NULL,          -- JSON list of layer ids, bottom first
+    config   TEXT NOT NULL,          -- JSON ImageConfig
+    created  REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sandboxes (
+    id           TEXT PRIMARY KEY,
+    image        TEXT NOT NULL,
+    layers       TEXT NOT NULL,      -- JSON list of layer ids it stands on (keeps them alive)
+    dir          TEXT NOT NULL,
+    owner_pid    INTEGER NOT NULL,
+    owner_start  INTEGER NOT NULL,   -- owner's start time in clock ticks: guards against pid reuse
+    init_pid     INTEGER,            -- host pid of the sandbox's pid-1
+    init_start   INTEGER,
+    cgroups      TEXT NOT NULL DEFAULT '[]',
+    network      TEXT NOT NULL,
+    created      REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+class Database:
+    def __init__(self, path: Path):
+        self.path = path
+        self._lock = threading.RLock()
+        try:
+            self._conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA busy_timeout=30000")
+            with self.transaction() as c:
+                for stmt in SCHEMA.split(";\n"):
+                    if stmt.strip():
+                        c.execute(stmt)
+                c.execute(
+                    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                )
+        except sqlite3.DatabaseError as e:
+            raise StoreError(
+                f"cannot open the store database {path}: {e}",
+                fix="check ENVYARD_HOME points at an envyard store, or move the broken file aside",
+            ) from e
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """An IMMEDIATE transaction: takes the write lock up front so concurrent writers queue, not deadlock."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            else:
+                self._conn.execute("COMMIT")
+
+    def query(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._conn.execute(sql, args).fetchall()
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)

@@ -1,0 +1,72 @@
+"""Shared fixtures: one real store per test session, the `host` image, and (optionally) a Debian image.
+
+The Debian image is built with debootstrap once and cached in a persistent store (ENVYARD_TEST_CACHE, default
+/var/tmp/envyard-test-cache) so repeated runs on a machine skip the ~30 s build.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import envyard
+from envyard import procinfo
+
+
+@pytest.fixture(scope="session")
+def yard(tmp_path_factory):
+    home = tmp_path_factory.mktemp("envyard-home")
+    y = envyard.Yard(home)
+    yield y
+    y.close()
+    y.gc()  # also unmounts the host view
+
+
+@pytest.fixture(scope="session")
+def host(yard):
+    return yard.image("host")
+
+
+@pytest.fixture(scope="session")
+def debian_yard():
+    """A persistent store holding debian:bookworm (built on first use). Skipped when debootstrap cannot run."""
+    home = Path(os.environ.get("ENVYARD_TEST_CACHE", "/var/tmp/envyard-test-cache"))
+    y = envyard.Yard(home)
+    try:
+        y.pull("debian:bookworm")
+    except envyard.EnvyardError as e:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"no debian image: {e}")
+    yield y
+    y.close()
+    y.gc()
+
+
+@pytest.fixture(scope="session")
+def debian(debian_yard):
+    return debian_yard.image("debian:bookworm")
+
+
+@pytest.fixture
+def sb(yard, host):
+    with yard.sandbox(host) as s:
+        yield s
+
+
+def sandbox_processes(sandbox) -> list[int]:
+    """Host pids still running in a sandbox's pid namespace."""
+    return procinfo.pids_in_namespace(sandbox._h.pid_ns)
+
+
+def tree_digest(path: Path) -> str:
+    """A digest of a directory tree's names, types, modes, sizes and file contents."""
+    out = subprocess.run(
+        f"cd {path} && find . -xdev -printf '%p %y %m %s %l\\n' | sort | sha256sum && "
+        f"find . -xdev -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum",
+        shell=True, capture_output=True, text=True, check=True,
+    ).stdout
+    return out

@@ -1,0 +1,156 @@
+"""exec and shell sessions against real sandboxes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import envyard
+from conftest import sandbox_processes
+
+
+def test_exec_string_and_argv(sb):
+    r = sb.exec("echo out; echo err >&2; exit 3")
+    assert (r.exit_code, r.stdout, r.stderr) == (3, "out\n", "err\n")
+    assert not r.timed_out and not r.truncated and r.duration > 0
+    r = sb.exec(["printf", "%s|", "a b", "$HOME", "'q'"])
+    assert r.stdout == "a b|$HOME|'q'|"
+
+
+def test_missing_command_is_127_not_an_exception(sb):
+    assert sb.exec("definitely-not-a-command").exit_code == 127
+    assert sb.exec(["definitely-not-a-command", "x"]).exit_code == 127
+
+
+def test_non_utf8_bytes_survive(sb):
+    r = sb.exec(r"printf '\377\376ok\200'")
+    assert r.stdout_bytes == b"\xff\xfeok\x80"
+    assert "ok" in r.stdout  # the str view decodes with replacement
+
+
+def test_stdin_cwd_env(sb):
+    assert sb.exec("cat", stdin=b"from stdin").stdout == "from stdin"
+    assert sb.exec("pwd", cwd="/usr/bin").stdout == "/usr/bin\n"
+    assert sb.exec("echo $FOO-$HOME", env={"FOO": "bar"}).stdout == "bar-/root\n"
+    assert sb.exec("pwd", cwd="/no/such/dir").exit_code == 126
+    with pytest.raises(envyard.BadInput):
+        sb.exec("true", env={"BAD NAME": "x"})
+
+
+def test_image_env_and_sandbox_env(yard, host):
+    with yard.sandbox(host, env={"MODE": "test"}, workdir="/etc") as s:
+        assert s.exec("echo $MODE; pwd").stdout == "test\n/etc\n"
+
+
+def test_timeout_kills_the_whole_tree(sb):
+    start = time.monotonic()
+    # A grandchild in the background, one that starts its own process group, and a foreground sleeper.
+    r = sb.exec("sleep 1000 & (set -m; sleep 1001 &) ; sh -c 'sleep 1002' ; echo never", timeout=0.5)
+    assert r.timed_out and r.exit_code != 0
+    assert time.monotonic() - start < 5
+    time.sleep(0.1)
+    left = sb.exec("ps -eo args 2>/dev/null || cat /proc/[0-9]*/cmdline").stdout
+    assert "sleep 100" not in left
+    assert sb.exec("echo still usable").stdout == "still usable\n"
+
+
+def test_output_is_capped_head_and_tail_kept(sb):
+    r = sb.exec("i=0; while [ $i -lt 2000 ]; do echo line$i; i=$((i+1)); done", max_output=1000)
+    assert r.truncated
+    assert r.stdout.startswith("line0\n") and r.stdout.rstrip().endswith("line1999")
+    assert "bytes omitted" in r.stdout
+    full = Path(r.stdout_file).read_text()
+    assert full.count("\n") == 2000 and full.startswith("line0\n")
+
+
+def test_large_output_does_not_hang(sb):
+    r = sb.exec("head -c 20000000 /dev/zero")
+    assert r.exit_code == 0 and r.truncated
+    assert Path(r.stdout_file).stat().st_size == 20_000_000
+    assert len(r.stdout_bytes) < 1_100_000
+
+
+def test_concurrent_execs_in_one_sandbox(sb):
+    results = {}
+
+    def run(i):
+        results[i] = sb.exec(f"sleep 0.2; echo {i}")
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+    start = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(results[i].stdout == f"{i}\n" for i in range(8))
+    assert time.monotonic() - start < 1.5  # they ran side by side
+
+
+def test_shell_keeps_state_and_output_is_exact(sb):
+    sh = sb.shell()
+    assert sh.run("cd /usr/lib && export A=1 && f() { echo fn$1; }").exit_code == 0
+    r = sh.run("pwd; echo $A; f 2")
+    assert r.stdout == "/usr/lib\n1\nfn2\n"  # nothing but the command's own output
+    assert sh.run("false").exit_code == 1
+    assert sh.run("echo err >&2; (exit 4)").stderr == "err\n"
+    r = sh.run("cat <<'EOF'\nmulti\nline\nEOF")
+    assert r.stdout == "multi\nline\n"
+
+
+def test_shell_timeout_kills_command_but_keeps_shell(sb):
+    sh = sb.shell()
+    sh.run("cd /tmp; X=kept")
+    r = sh.run("sleep 1000 & sleep 1000", timeout=0.5)
+    assert r.timed_out
+    assert sh.run("pwd; echo $X").stdout == "/tmp\nkept\n"
+
+
+def test_shell_stuck_builtin_is_restarted(sb):
+    sh = sb.shell()
+    r = sh.run("while :; do :; done", timeout=0.3)
+    assert r.timed_out and "restarted" in r.stderr
+    assert sh.run("echo alive").stdout == "alive\n"
+
+
+def test_shell_interrupt_from_another_thread(sb):
+    sh = sb.shell()
+    threading.Timer(0.3, sh.interrupt).start()
+    start = time.monotonic()
+    r = sh.run("sleep 30")
+    assert time.monotonic() - start < 5
+    assert r.exit_code == 130  # killed by SIGINT
+    assert sh.run("echo ok").stdout == "ok\n"
+
+
+def test_shell_exit_ends_session(sb):
+    sh = sb.shell()
+    sh.run("exit 5")
+    with pytest.raises(envyard.SandboxClosed):
+        sh.run("true")
+    assert sb.shell().run("echo new").stdout == "new\n"
+
+
+def test_closed_sandbox_refuses_and_close_is_idempotent(yard, host):
+    s = yard.sandbox(host)
+    pids = sandbox_processes(s)
+    assert pids
+    s.close()
+    s.close()
+    assert not s.alive
+    with pytest.raises(envyard.SandboxClosed):
+        s.exec("true")
+    time.sleep(0.05)
+    assert sandbox_processes(s) == []
+    assert yard.store.sandbox(s.id) is None
+
+
+def test_bad_exec_arguments(sb):
+    with pytest.raises(envyard.BadInput):
+        sb.exec([])
+    with pytest.raises(envyard.BadInput):
+        sb.exec("true", timeout=0)
+    with pytest.raises(envyard.BadInput):
+        sb.exec(42)
