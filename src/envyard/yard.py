@@ -10,7 +10,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from . import gc as gc_mod
-from .bases.host import HOST_IMAGE, ensure_host_image
+from .bases.host import HOST_IMAGE, HOST_ROOT_LAYER, ensure_host_image, host_root_view
 from .errors import BadInput, EnvyardError, PathOutsideSandbox
 from .runtime.backend import SandboxSpec
 from .runtime.holder import IPC_MOUNT
@@ -50,6 +50,8 @@ class Yard:
 
     def image(self, ref: str | Image) -> Image:
         if isinstance(ref, Image):
+            if HOST_ROOT_LAYER in ref.layers:
+                host_root_view(self.store)  # gc may have unmounted it since the Image was fetched
             return ref
         name = parse_image_name(ref)
         if name == HOST_IMAGE:

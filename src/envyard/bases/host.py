@@ -11,6 +11,7 @@ store itself, so sandboxes see an empty /tmp and cannot read other sandboxes' fi
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 from pathlib import Path
@@ -83,6 +84,15 @@ def host_root_view(store: Store) -> Path:
     empty, root = _host_dirs(store)
     if os.path.ismount(root):
         return root
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # several processes may get here at once; mount only once
+        if not os.path.ismount(root):
+            _mount_view(empty, root)
+    return root
+
+
+def _mount_view(empty: Path, root: Path) -> None:
     try:
         for d in (empty, root):
             d.mkdir(parents=True, exist_ok=True)
@@ -94,14 +104,15 @@ def host_root_view(store: Store) -> Path:
             f"cannot mount the host root view at {root}: {e}",
             fix="the host base needs root (or CAP_SYS_ADMIN); use a debian base instead: envyard base pull debian:bookworm",
         ) from e
-    return root
 
 
 def release_host_root_view(store: Store) -> bool:
     """Unmount the host view (gc calls this when no sandbox stands on it). True if something was unmounted."""
     done = False
     for d in reversed(_host_dirs(store)):
-        if os.path.ismount(d):
+        for _ in range(16):  # mounts may be stacked if an older envyard raced; peel them all
+            if not os.path.ismount(d):
+                break
             subprocess.run(["umount", "-l", str(d)], check=False, capture_output=True)
             done = True
     return done

@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .. import __version__
@@ -26,8 +27,8 @@ base_app = typer.Typer(help="Make base images: the host's root, Debian via deboo
                        no_args_is_help=True)
 app.add_typer(base_app, name="base")
 
-out = Console()
-err = Console(stderr=True)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 RUN_ERROR = 125  # `run` passes the command's exit code through, so its own failures use 125 (as docker does)
 
 
@@ -38,10 +39,28 @@ def _yard():
 
 
 def _fail(e: EnvyardError, code: int | None = None) -> None:
-    err.print(f"[bold red]error:[/] {e.message}", highlight=False)
+    err.print(f"[bold red]error:[/] {escape(e.message)}", highlight=False)
     if e.fix:
-        err.print(f"[bold]fix:[/] {e.fix}", highlight=False)
+        err.print(f"[bold]fix:[/] {escape(e.fix)}", highlight=False)
     raise typer.Exit(code if code is not None else e.exit_code)
+
+
+def _spec(yard, image: str, network: str, limits: Limits, env: dict, workdir: str | None):
+    """Validate sandbox options the way Yard.sandbox does, for the commands that attach a terminal."""
+    from ..runtime.backend import SandboxSpec
+
+    if network not in ("none", "host"):
+        raise BadInput(f"unknown network policy {network!r}", fix="use 'none' (default) or 'host'")
+    if workdir is not None and not workdir.startswith("/"):
+        raise BadInput(f"workdir must be an absolute path, not {workdir!r}")
+    return SandboxSpec(image=yard.image(image), network=network, limits=limits, env=env, workdir=workdir)
+
+
+def _strip_dashes(cmd: list[str]) -> list[str]:
+    cmd = cmd[1:] if cmd and cmd[0] == "--" else cmd
+    if not cmd:
+        raise BadInput("no command given", fix="envyard run IMAGE -- CMD [ARGS...]")
+    return cmd
 
 
 def _emit_json(data) -> None:
@@ -86,27 +105,26 @@ def run(
     cpus: Optional[float] = typer.Option(None, help="CPU share, e.g. 0.5."),
     env: list[str] = typer.Option([], "--env", "-e", help="KEY=VALUE, repeatable."),
     workdir: Optional[str] = typer.Option(None, "--workdir", "-w", help="Working directory inside the sandbox."),
-    timeout: Optional[float] = typer.Option(None, help="Kill the command after this many seconds (with --json)."),
+    timeout: Optional[float] = typer.Option(None, help="Kill the command after this many seconds (exit 124)."),
     as_json: bool = typer.Option(False, "--json", help="Capture output and print an ExecResult as JSON."),
 ):
-    """Run one command in a throwaway sandbox. The exit code is the command's; envyard's own errors exit 125."""
+    """Run one command in a throwaway sandbox. Options go before IMAGE. The exit code is the command's (124 after
+    --timeout); envyard's own errors exit 125."""
+    from ..runtime.local import TIMEOUT_EXIT
+
     try:
+        cmd = _strip_dashes(cmd)
         yard = _yard()
+        if timeout is not None and timeout <= 0:
+            raise BadInput(f"--timeout must be positive, got {timeout}")
         if as_json:
             with yard.sandbox(image, network=network, limits=_limits(memory, pids, cpus), env=_env(env),
                               workdir=workdir) as sb:
                 r = sb.exec(cmd if len(cmd) > 1 else cmd[0], timeout=timeout)
             _emit_json({"sandbox": sb.id, "image": sb.image.name, **r.to_dict()})
-            raise typer.Exit(r.exit_code)
-        from ..runtime.backend import SandboxSpec
-
-        img = yard.image(image)
-        if workdir is not None and not workdir.startswith("/"):
-            raise BadInput(f"workdir must be an absolute path, not {workdir!r}")
-        if network not in ("none", "host"):
-            raise BadInput(f"unknown network policy {network!r}", fix="use 'none' (default) or 'host'")
-        spec = SandboxSpec(image=img, network=network, limits=_limits(memory, pids, cpus), env=_env(env), workdir=workdir)
-        code = yard.backend.run_attached(spec, cmd)
+            raise typer.Exit(TIMEOUT_EXIT if r.timed_out else r.exit_code)
+        spec = _spec(yard, image, network, _limits(memory, pids, cpus), _env(env), workdir)
+        code = yard.backend.run_attached(spec, cmd, timeout=timeout)
     except EnvyardError as e:
         _fail(e, RUN_ERROR)
     raise typer.Exit(code)
@@ -120,11 +138,8 @@ def shell(
 ):
     """Open an interactive shell in a throwaway sandbox (bash when the image has it)."""
     try:
-        from ..runtime.backend import SandboxSpec
-
         yard = _yard()
-        img = yard.image(image)
-        spec = SandboxSpec(image=img, network=network, limits=_limits(memory, None, None))
+        spec = _spec(yard, image, network, _limits(memory, None, None), {}, None)
         code = yard.backend.run_attached(spec, ["/bin/sh", "-c", "command -v bash >/dev/null && exec bash -i || exec sh -i"])
     except EnvyardError as e:
         _fail(e, RUN_ERROR)
@@ -156,20 +171,17 @@ def rm(ids: list[str] = typer.Argument(..., help="Sandbox ids (see `envyard ps`)
 
     try:
         yard = _yard()
-        removed = []
-        for sid in ids:
-            rec = yard.store.sandbox(sid)
-            if rec is None:
-                raise SandboxNotFound(f"no sandbox {sid}", fix="list sandboxes with `envyard ps`")
-            reclaim(yard.store, rec)
-            removed.append(sid)
     except EnvyardError as e:
         _fail(e)
-    if as_json:
-        _emit_json({"removed": removed})
-    else:
-        for sid in removed:
-            out.print(f"removed {sid}")
+    removed, failed = [], []
+    for sid in ids:
+        rec = yard.store.sandbox(sid)
+        if rec is None:
+            failed.append(SandboxNotFound(f"no sandbox {sid}", fix="list sandboxes with `envyard ps`"))
+            continue
+        reclaim(yard.store, rec)
+        removed.append(sid)
+    _report_removals(removed, failed, as_json)
 
 
 @app.command()
@@ -244,14 +256,30 @@ def rmi(names: list[str] = typer.Argument(..., help="Image names."),
     """Remove images (their layers go when nothing else uses them)."""
     try:
         yard = _yard()
-        removed = [yard.remove_image(n).name for n in names]
     except EnvyardError as e:
         _fail(e)
+    removed, failed = [], []
+    for n in names:
+        try:
+            removed.append(yard.remove_image(n).name)
+        except EnvyardError as e:
+            failed.append(e)
+    _report_removals(removed, failed, as_json)
+
+
+def _report_removals(removed: list[str], failed: list[EnvyardError], as_json: bool) -> None:
+    """Print what went and what could not; exit with the first failure's code (all items are tried)."""
     if as_json:
-        _emit_json({"removed": removed})
+        _emit_json({"removed": removed, "errors": [e.message for e in failed]})
     else:
-        for n in removed:
-            out.print(f"removed {n}")
+        for item in removed:
+            out.print(f"removed {item}", markup=False)
+    if failed:
+        if as_json:
+            raise typer.Exit(failed[0].exit_code)
+        for e in failed[1:]:
+            err.print(f"error: {e.message}", markup=False)
+        _fail(failed[0])
 
 
 @base_app.command("pull")
@@ -263,8 +291,8 @@ def base_pull(spec: str = typer.Argument(..., help="host, or debian:<suite> (bul
         if as_json:
             img = yard.pull(spec)
         else:
-            with err.status(f"building {spec}…") as status:
-                img = yard.pull(spec, on_progress=lambda line: status.update(f"{spec}: {line}"))
+            with err.status(escape(f"building {spec}…")) as status:
+                img = yard.pull(spec, on_progress=lambda line: status.update(escape(f"{spec}: {line}")))
     except EnvyardError as e:
         _fail(e)
     except KeyboardInterrupt:
@@ -283,8 +311,8 @@ def base_import(path: Path = typer.Argument(..., help="A rootfs tarball or a `do
     """Import a rootfs tarball or `docker save` archive as an image."""
     try:
         yard = _yard()
-        with err.status(f"importing {path}…") as status:
-            img = yard.import_image(path, name, on_progress=lambda line: status.update(line))
+        with err.status(escape(f"importing {path}…")) as status:
+            img = yard.import_image(path, name, on_progress=lambda line: status.update(escape(line)))
     except EnvyardError as e:
         _fail(e)
     if as_json:
@@ -336,7 +364,10 @@ def demo(
         timings[key] = (time.perf_counter() - t) * 1000
         return value
 
+    snap = None
     try:
+        if forks < 1:
+            raise BadInput(f"--forks must be at least 1, got {forks}")
         yard = _yard()
         yard.image(image)  # first use of `host` mounts its view; keep that out of the create timing
         sb = timed("create_ms", lambda: yard.sandbox(image))
@@ -361,7 +392,8 @@ def demo(
             after_reset = sb.exec("test -e /etc/hostname && echo restored").stdout.strip()
         finally:
             timed("close_ms", sb.close)
-        yard.remove_image(snap.name)
+            if snap is not None:
+                yard.remove_image(snap.name)
     except EnvyardError as e:
         _fail(e)
     result = {

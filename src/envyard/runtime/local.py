@@ -41,6 +41,7 @@ SANDBOX_CAPS = (
 START_TIMEOUT = 20.0
 EOF_GRACE = 0.1  # after a command exits, how long to wait for background jobs to release its output pipes
 KILL_GRACE = 5.0
+TIMEOUT_EXIT = 124  # what `envyard run --timeout` exits with, as coreutils' timeout does
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -74,14 +75,16 @@ class LocalBackend(Backend):
     def create(self, spec: SandboxSpec) -> "LocalSandbox":
         return LocalSandbox(self, spec)
 
-    def run_attached(self, spec: SandboxSpec, argv: list[str]) -> int:
-        """Run `argv` as the main process of a throwaway sandbox wired to this terminal; return its exit code."""
-        sb = LocalSandbox(self, spec, attached=argv)
+    def run_attached(self, spec: SandboxSpec, argv: list[str], timeout: float | None = None) -> int:
+        """Run `argv` as the main process of a throwaway sandbox wired to this terminal; return its exit code
+        (TIMEOUT_EXIT when `timeout` seconds pass first)."""
+        sb = LocalSandbox(self, spec, attached=argv, timeout=timeout)
         return sb.returncode
 
 
 class LocalSandbox(SandboxHandle):
-    def __init__(self, backend: LocalBackend, spec: SandboxSpec, attached: list[str] | None = None):
+    def __init__(self, backend: LocalBackend, spec: SandboxSpec, attached: list[str] | None = None,
+                 timeout: float | None = None):
         self.backend = backend
         self.store = backend.store
         self.spec = spec
@@ -112,25 +115,48 @@ class LocalSandbox(SandboxHandle):
             if attached is None:
                 self._start()
                 return
-            self.returncode = self._run_attached(attached)
+            self.returncode = self._run_attached(attached, timeout)
         except BaseException:
             self._teardown()
             raise
         self._closed = True
         self._teardown()
 
-    def _run_attached(self, argv: list[str]) -> int:
+    def _record_attached_init(self, outer_pid: int) -> None:
+        """Find bwrap's pid-1 (the outer bwrap's only child) so `envyard rm`/`snapshot` and gc can reach it."""
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            try:
+                children = Path(f"/proc/{outer_pid}/task/{outer_pid}/children").read_text().split()
+            except OSError:
+                return
+            if children and procinfo.pid_namespace(int(children[0])) != procinfo.pid_namespace(outer_pid):
+                self.init_pid = int(children[0])
+                self.init_start = procinfo.start_time(self.init_pid)
+                self.pid_ns = procinfo.pid_namespace(self.init_pid)
+                self.store.update_sandbox(self.id, init_pid=self.init_pid, init_start=self.init_start)
+                return
+            time.sleep(0.001)
+
+    def _run_attached(self, argv: list[str], timeout: float | None = None) -> int:
         args = self._bwrap_args(argv)
         prefix = self.cg.shim_prefix()
         shim = (prefix + " && " if prefix else "") + 'exec "$@"'
         proc = subprocess.Popen(["/bin/sh", "-c", shim, "sh", *args])
+        self._record_attached_init(proc.pid)
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
             # Ctrl-C reaches the sandboxed program through the terminal; we just wait for it to finish.
             while True:
                 try:
-                    return proc.wait()
+                    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    return proc.wait(left)
                 except KeyboardInterrupt:
                     continue
+                except subprocess.TimeoutExpired:
+                    proc.kill()  # bwrap's pid-1 dies with it (--die-with-parent), and with it every process
+                    proc.wait()
+                    return TIMEOUT_EXIT
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -162,7 +188,9 @@ class LocalSandbox(SandboxHandle):
         for k, v in self.env.items():
             args += ["--setenv", k, v]
         if attached is not None:
-            return args + ["--chdir", self.workdir, *attached]
+            # --die-with-parent is safe here: the caller's main thread waits for the program. The program goes
+            # behind /bin/sh so that an argument starting with '-' can never be read as a bwrap option.
+            return args + ["--die-with-parent", "--chdir", self.workdir, "/bin/sh", "-c", 'exec "$@"', "sh", *attached]
         return args + ["--chdir", "/", "--info-fd", "{INFO_FD}", "/bin/sh", "-c", HOLDER_SCRIPT]
 
     def _start(self) -> None:
@@ -390,6 +418,8 @@ class LocalSandbox(SandboxHandle):
 
 def freeze(pid_ns: int, init_pid: int) -> list[int]:
     """SIGSTOP every process of a sandbox but pid-1 so its upper dir holds still; returns what to SIGCONT."""
+    if pid_ns is None or pid_ns == procinfo.pid_namespace(os.getpid()):
+        raise SandboxError("refusing to freeze: the sandbox's pid namespace is unknown or is the host's")
     stopped: set[int] = set()
     for _ in range(5):  # repeat: a process may fork while we sweep
         new = [p for p in procinfo.pids_in_namespace(pid_ns) if p != init_pid and p not in stopped]

@@ -1,0 +1,352 @@
+"""End-to-end tests of the `envyard` command line.
+
+Every test runs the real CLI in a subprocess against one store (a temporary ENVYARD_HOME shared by the
+module, so the host image is set up once). The `host` image mounts an overlay view of `/`, which needs root;
+at the end `envyard gc` releases that mount.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the host image needs root (it mounts a view of /)")
+
+REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "cli.md"
+CMD_TIMEOUT = 60
+
+
+class CLI:
+    """Runs `python -m envyard.cli.main ...` with ENVYARD_HOME pointing at the test store."""
+
+    def __init__(self, home: Path):
+        self.home = home
+        self.env = {**os.environ, "ENVYARD_HOME": str(home), "COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}
+
+    def __call__(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "envyard.cli.main", *args], env=self.env, capture_output=True, text=True,
+            input=input, timeout=CMD_TIMEOUT, stdin=None if input is not None else subprocess.DEVNULL,
+        )
+
+    def json(self, *args: str, code: int = 0):
+        r = self(*args)
+        assert r.returncode == code, f"{args}: exit {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
+        return json.loads(r.stdout)
+
+
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory) -> CLI:
+    runner = CLI(tmp_path_factory.mktemp("envyard-home"))
+    yield runner
+    # gc unmounts the host view; if anything kept it alive, do not leave a mount of / inside the tmp dir.
+    runner("gc")
+    for sub in ("root", "empty"):
+        path = runner.home / "host" / sub
+        if os.path.ismount(path):
+            subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def expect(r: subprocess.CompletedProcess, code: int) -> None:
+    assert r.returncode == code, f"expected exit {code}, got {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
+
+
+def expect_error(r: subprocess.CompletedProcess, code: int) -> None:
+    expect(r, code)
+    assert "error:" in r.stderr
+
+
+# ---- help and docs ---------------------------------------------------------------------------------------------
+
+
+def help_commands(text: str) -> set[str]:
+    """Command names from the `Commands` section of a help screen (rich panel or plain click layout)."""
+    names, inside = set(), False
+    for line in text.splitlines():
+        if not inside:
+            inside = "Commands" in line
+            continue
+        body = line.lstrip("│|")
+        if line.lstrip().startswith("╰") or (not body.strip() and names):
+            break
+        m = re.match(r"^ {1,2}([a-z][a-z0-9-]*)(?:\s{2,}|\s*│?\s*$)", body)
+        if m:
+            names.add(m.group(1))
+    return names
+
+
+def doc_headings() -> list[list[str]]:
+    """The command words of every ``#... `envyard X [Y]` `` heading in docs/cli.md."""
+    found = []
+    for line in DOC.read_text().splitlines():
+        m = re.match(r"^#+\s+`envyard ([a-z][a-z0-9 -]*)`\s*$", line)
+        if m:
+            found.append(m.group(1).split())
+    return found
+
+
+def test_help_lists_exactly_the_documented_commands(cli):
+    r = cli("--help")
+    expect(r, 0)
+    top = help_commands(r.stdout)
+    assert {"run", "shell", "ps", "rm", "snapshot", "gc", "images", "rmi", "doctor", "demo", "base"} <= top
+
+    r = cli("base", "--help")
+    expect(r, 0)
+    base = help_commands(r.stdout)
+    assert base == {"pull", "import"}
+
+    headings = doc_headings()
+    documented_top = {words[0] for words in headings}
+    documented_base = {words[1] for words in headings if words[0] == "base" and len(words) > 1}
+    # every command in the help has a heading, and every heading names a real command
+    assert top == documented_top
+    assert base == documented_base
+    for name in top - {"base"}:
+        assert [name] in headings, f"docs/cli.md has no heading for `envyard {name}`"
+    assert all(len(words) == 1 or words[0] == "base" for words in headings)
+
+
+def test_version(cli):
+    r = cli("--version")
+    expect(r, 0)
+    assert r.stdout.startswith("envyard ")
+
+
+# ---- run ---------------------------------------------------------------------------------------------------------
+
+
+def test_run_passes_exit_code_through(cli):
+    expect(cli("run", "host", "--", "sh", "-c", "exit 7"), 7)
+
+
+def test_run_prints_output(cli):
+    r = cli("run", "host", "--", "echo", "hi")
+    expect(r, 0)
+    assert r.stdout == "hi\n"
+
+
+def test_run_options_before_image(cli):
+    r = cli("run", "-e", "GREETING=hello", "-w", "/tmp", "host", "sh", "-c", 'echo "$GREETING $PWD"')
+    expect(r, 0)
+    assert r.stdout == "hello /tmp\n"
+
+
+def test_run_json_without_separator(cli):
+    data = cli.json("run", "--json", "host", "echo", "hi")
+    assert data["exit_code"] == 0
+    assert data["stdout"] == "hi\n"
+    assert data["image"] == "host:latest"
+    assert {"sandbox", "stderr", "duration", "timed_out", "truncated", "oom_killed"} <= set(data)
+
+
+def test_run_json_with_separator(cli):
+    data = cli.json("run", "--json", "host", "--", "echo", "hi")
+    assert data["exit_code"] == 0
+    assert data["stdout"] == "hi\n"
+
+
+def test_run_json_single_word_is_a_shell_script_and_exit_code_passes(cli):
+    data = cli.json("run", "--json", "host", "echo out; echo err >&2; exit 3", code=3)
+    assert (data["exit_code"], data["stdout"], data["stderr"]) == (3, "out\n", "err\n")
+
+
+def test_run_json_timeout(cli):
+    data = cli.json("run", "--json", "--timeout", "0.3", "host", "sleep", "30", code=124)
+    assert data["timed_out"] is True
+
+
+def test_run_unknown_image(cli):
+    r = cli("run", "nosuch", "--", "true")
+    expect_error(r, 125)
+    assert "fix:" in r.stderr
+
+
+@pytest.mark.parametrize("opts", [["--network", "bogus"], ["--memory", "lots"], ["--pids", "1"],
+                                  ["--workdir", "relative"], ["--env", "NOEQUALS"]])
+def test_run_bad_options_exit_125(cli, opts):
+    expect_error(cli("run", *opts, "host", "--", "true"), 125)
+
+
+def test_run_without_command_is_a_usage_error(cli):
+    expect(cli("run", "host"), 2)
+
+
+# ---- shell -------------------------------------------------------------------------------------------------------
+
+
+def test_shell_reads_commands_and_passes_exit_code(cli):
+    r = cli("shell", "host", input="echo inside-$((40+2))\nexit 5\n")
+    expect(r, 5)
+    assert "inside-42" in r.stdout
+
+
+def test_shell_unknown_image(cli):
+    expect_error(cli("shell", "nosuch", input=""), 125)
+
+
+def test_shell_bad_network(cli):
+    expect_error(cli("shell", "--network", "bogus", "host", input="exit 0\n"), 125)
+
+
+# ---- images --------------------------------------------------------------------------------------------------
+
+
+def test_images_lists_host_after_first_use(cli):
+    expect(cli("run", "host", "true"), 0)
+    imgs = cli.json("images", "--json")
+    host = [i for i in imgs if i["name"] == "host:latest"]
+    assert host, imgs
+    assert {"layers", "config", "created", "size"} <= set(host[0])
+
+
+def test_rmi_unknown_image(cli):
+    expect_error(cli("rmi", "nosuch"), 3)
+
+
+def test_rmi_bad_name(cli):
+    expect_error(cli("rmi", "Bad Name"), 2)
+
+
+# ---- sandboxes -------------------------------------------------------------------------------------------------
+
+
+def test_ps_json_is_a_list(cli):
+    assert isinstance(cli.json("ps", "--json"), list)
+
+
+def test_rm_unknown_sandbox(cli):
+    expect_error(cli("rm", "nosuchid"), 3)
+
+
+def test_snapshot_unknown_sandbox(cli):
+    expect_error(cli("snapshot", "nosuchid", "--name", "x"), 3)
+
+
+def test_snapshot_bad_name(cli):
+    expect_error(cli("snapshot", "nosuchid", "--name", "Bad Name"), 2)
+
+
+HOLDER = textwrap.dedent("""
+    import sys
+    from envyard.yard import Yard
+    yard = Yard()
+    sb = yard.sandbox("host")
+    sb.write_file("/tmp/marker", "from the holder\\n")
+    print(sb.id, flush=True)
+    sys.stdin.read()
+    try:
+        sb.close()
+    except Exception:
+        pass
+""")
+
+
+def test_snapshot_and_rm_a_sandbox_held_by_another_process(cli):
+    """A library process owns a sandbox; the CLI sees it, snapshots it and removes it."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER], env=cli.env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        sid = holder.stdout.readline().strip()
+        assert sid, "holder process did not start a sandbox"
+        recs = {r["id"]: r for r in cli.json("ps", "--json")}
+        assert recs[sid]["owner_alive"] is True
+        assert recs[sid]["owner_pid"] == holder.pid
+
+        img = cli.json("snapshot", sid, "--name", "clitest/snap:v1", "--json")
+        assert img["name"] == "clitest/snap:v1"
+        assert img["config"]["provenance"]["snapshot_of"] == sid
+        r = cli("run", "clitest/snap:v1", "cat", "/tmp/marker")
+        expect(r, 0)
+        assert r.stdout == "from the holder\n"
+
+        assert cli.json("rm", "--json", sid) == {"removed": [sid], "errors": []}
+        assert sid not in {r["id"] for r in cli.json("ps", "--json")}
+        assert cli.json("rmi", "--json", "clitest/snap:v1") == {"removed": ["clitest/snap:v1"], "errors": []}
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+        cli("rmi", "clitest/snap:v1")
+
+
+def test_gc_report(cli):
+    report = cli.json("gc", "--json")
+    assert set(report) == {"sandboxes", "stray_sandbox_dirs", "partial_layers", "unused_layers", "trash",
+                           "host_view_unmounted"}
+
+
+# ---- doctor and demo -------------------------------------------------------------------------------------------
+
+
+def test_demo(cli):
+    data = cli.json("demo", "--json")
+    assert {"create_ms", "first_exec_ms", "snapshot_ms", "fork_per_child_ms", "reset_ms"} <= set(data["timings_ms"])
+    assert data["reset"] == "restored"
+    assert data["forks_saw_snapshot"] == ["written before the snapshot"] * 4
+    assert cli.json("ps", "--json") == []
+    assert not [i for i in cli.json("images", "--json") if i["name"].startswith("snapshot/")]
+
+
+def test_demo_bad_forks_leaves_nothing(cli):
+    try:
+        expect_error(cli("demo", "--forks", "0"), 2)
+        assert not [i for i in cli.json("images", "--json") if i["name"].startswith("snapshot/")]
+    finally:
+        for img in cli.json("images", "--json"):
+            if img["name"].startswith("snapshot/"):
+                cli("rmi", img["name"])
+
+
+def test_doctor(cli):
+    report = cli.json("doctor", "--json")
+    assert report["ok"] is True
+    assert report["home"] == str(cli.home.resolve())
+
+
+# ---- base ---------------------------------------------------------------------------------------------------------
+
+
+def test_base_pull_unknown(cli):
+    expect_error(cli("base", "pull", "nosuchbase"), 2)
+
+
+def test_base_pull_host_is_cached(cli):
+    assert cli.json("base", "pull", "host", "--json")["name"] == "host:latest"
+
+
+def test_base_import_missing_file(cli):
+    expect_error(cli("base", "import", "/nonexistent", "--name", "x"), 2)
+
+
+def test_base_import_rootfs_tarball(cli, tmp_path):
+    root = tmp_path / "rootfs"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "motd").write_text("imported\n")
+    archive = tmp_path / "rootfs.tar"
+    subprocess.run(["tar", "-cf", str(archive), "-C", str(root), "."], check=True)
+    img = cli.json("base", "import", str(archive), "--name", "clitest/imported", "--json")
+    assert img["name"] == "clitest/imported:latest"
+    assert img["config"]["provenance"]["provider"] == "import"
+    assert "clitest/imported:latest" in {i["name"] for i in cli.json("images", "--json")}
+    expect(cli("rmi", "clitest/imported"), 0)
+
+
+# ---- store errors ---------------------------------------------------------------------------------------------
+
+
+def test_unwritable_home_is_a_store_error(cli):
+    env = {**cli.env, "ENVYARD_HOME": "/proc/envyard-cannot-exist"}
+    r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "ps"], env=env, capture_output=True, text=True,
+                       timeout=CMD_TIMEOUT)
+    expect_error(r, 7)
+    r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "run", "host", "true"], env=env,
+                       capture_output=True, text=True, timeout=CMD_TIMEOUT)
+    expect_error(r, 125)
