@@ -1,17 +1,25 @@
-"""The sandbox's resident shell ("holder") and the small scripts it runs.
+"""The sandbox's resident shell ("holder"), its pre-started runners, and the small scripts they run.
 
-Every sandbox runs one POSIX shell as its main process. It reads one-line requests on stdin and starts each
-request as a background job, so every command is a descendant of the sandbox's pid-1 and inherits its
-namespaces, cgroups, dropped capabilities and rlimits — nothing is injected from outside. Only /bin/sh is
-needed in the image. The holder exits when its stdin reaches EOF, i.e. when the owning process closes the
-sandbox or dies, after killing every other process in the sandbox, so the whole pid namespace goes down.
+Every sandbox runs one POSIX shell as its main process. Commands are never injected from outside: each runs
+as a descendant of the holder, so it inherits the sandbox's namespaces, cgroups, dropped capabilities and
+rlimits. Only /bin/sh is needed in the image.
+
+To keep the exec round trip short, the holder always keeps one *runner* waiting: a shell already started in
+a session of its own (setsid), blocked on reading its FIFO `spare.K`. On `run ID IN K` the holder hands the
+request to runner K, which runs it at once, and then starts runner K+1 in the background, off the caller's
+critical path. The runner reports its pid (its session id, so a timeout can kill exactly its process tree),
+runs the script in a subshell with its stdio on FIFOs, and reports the exit status.
+
+The holder exits when its stdin reaches EOF — the owning process closed the sandbox or died — after killing
+every other process in the sandbox, so the whole pid namespace goes down.
 
 All files of the protocol live in the sandbox's ipc directory, bind-mounted read-only at /.envyard:
     ID.sh       the script to run          ID.in    stdin (when given)
     ID.out      FIFO for stdout            ID.err   FIFO for stderr
     ID.rc       FIFO for status lines: "pid N" when the command starts, "exit N" when it ends
-FIFOs can be opened for writing on a read-only mount, so the sandbox can neither edit nor replace them.
-Output never lands in the sandbox's filesystem.
+    spare.K     FIFO on which runner K waits for its request (made by the owner before it is needed)
+FIFOs can be opened on a read-only mount, so the sandbox can neither edit nor replace them, and output
+never lands in the sandbox's filesystem.
 """
 
 from __future__ import annotations
@@ -23,22 +31,35 @@ from ..errors import BadInput
 
 IPC_MOUNT = "/.envyard"
 
-# setsid gives each command its own session, so a timeout can kill exactly its process tree.
+RUNNER_SCRIPT = r"""
+D=/.envyard
+read -r id in <"$D/spare.$1" || exit 0
+[ -n "$id" ] || exit 0
+if [ "$in" = 1 ]; then i="$D/$id.in"; else i=/dev/null; fi
+exec 5>"$D/$id.rc"
+printf 'pid %s
+' "$$" >&5
+( . "$D/$id.sh" ) <"$i" >"$D/$id.out" 2>"$D/$id.err" 5>&-
+echo "exit $?" >&5
+"""
+
 HOLDER_SCRIPT = r"""
 D=/.envyard
 if command -v setsid >/dev/null 2>&1; then S=setsid; else S=; fi
 if command -v bash >/dev/null 2>&1; then B=bash; else B=/bin/sh; fi
-# Background jobs start with SIGINT ignored, and a shell cannot undo that itself; reset it for sessions so
-# interrupt() works.
-if env --default-signal=INT true 2>/dev/null; then E="env --default-signal=INT,QUIT"; else E=; fi
+R=__RUNNER__
+$S /bin/sh -c "$R" runner 1 </dev/null >/dev/null 2>&1 &
 echo ready
-while read -r op id in; do
+while read -r op id in k; do
   case "$op" in
     run)
-      if [ "$in" = 1 ]; then i="$D/$id.in"; else i=/dev/null; fi
-      ( exec 5>"$D/$id.rc"; $S /bin/sh "$D/$id.sh" <"$i" >"$D/$id.out" 2>"$D/$id.err" 3>&5 5>&-; echo "exit $?" >&5 ) &
+      echo "$id $in" >"$D/spare.$k"
+      $S /bin/sh -c "$R" runner $((k + 1)) </dev/null >/dev/null 2>&1 &
       ;;
     shell)
+      # Background jobs start with SIGINT ignored, which a shell cannot undo itself; env resets it so that
+      # interrupt() reaches session commands. Probed on first use to keep sandbox start-up short.
+      if [ -z "$E" ]; then if env --default-signal=INT true 2>/dev/null; then E="env --default-signal=INT,QUIT"; else E=" "; fi; fi
       ( exec 5>"$D/$id.rc"; $S $E $B "$D/$id.loop" </dev/null >/dev/null 2>&1 3>&5 5>&-; echo "exit $?" >&5 ) &
       ;;
   esac
@@ -47,6 +68,8 @@ done
 # pid-1 would wait for stray background jobs.
 kill -9 -1 2>/dev/null
 """
+
+HOLDER_SCRIPT = HOLDER_SCRIPT.replace("__RUNNER__", shlex.quote(RUNNER_SCRIPT))
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -62,15 +85,12 @@ def check_env(env: dict[str, str] | None) -> dict[str, str]:
 
 
 def command_script(cmd: str | list[str], cwd: str, env: dict[str, str]) -> str:
-    """A script that reports its pid, enters `cwd`, exports `env` and runs `cmd`.
+    """A script that enters `cwd`, exports `env` and runs `cmd` (sourced by a runner in a subshell).
 
-    A string runs as the body of a fresh /bin/sh (as `sh -c` would); an argv list is exec'd directly, so a
-    missing program yields the shell's exit code 127.
+    A string runs as the body of a shell (as `sh -c` would); an argv list is exec'd directly, so a missing
+    program yields the shell's exit code 127.
     """
-    lines = [
-        'printf "pid %s\\n" "$$" >&3; exec 3>&-',
-        f"cd -- {shlex.quote(cwd)} || exit 126",
-    ]
+    lines = [f"cd -- {shlex.quote(cwd)} || exit 126"]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
     if isinstance(cmd, str):
         lines.append(cmd)

@@ -139,10 +139,7 @@ class LocalSandbox(SandboxHandle):
             time.sleep(0.001)
 
     def _run_attached(self, argv: list[str], timeout: float | None = None) -> int:
-        args = self._bwrap_args(argv)
-        prefix = self.cg.shim_prefix()
-        shim = (prefix + " && " if prefix else "") + 'exec "$@"'
-        proc = subprocess.Popen(["/bin/sh", "-c", shim, "sh", *args])
+        proc = subprocess.Popen(self._with_shim(self._bwrap_args(argv)))
         self._record_attached_init(proc.pid)
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
@@ -194,14 +191,14 @@ class LocalSandbox(SandboxHandle):
         return args + ["--chdir", "/", "--info-fd", "{INFO_FD}", "/bin/sh", "-c", HOLDER_SCRIPT]
 
     def _start(self) -> None:
+        self._next_runner = 1
+        os.mkfifo(self.ipc / "spare.1", 0o600)  # the holder's first runner waits on it
         info_r, info_w = os.pipe()
         args = [str(info_w) if a == "{INFO_FD}" else a for a in self._bwrap_args()]
-        prefix = self.cg.shim_prefix()
-        shim = (prefix + " && " if prefix else "") + 'exec "$@"'
         log_file = open(self.dir / "bwrap.log", "wb")
         try:
             self.proc = subprocess.Popen(
-                ["/bin/sh", "-c", shim, "sh", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                self._with_shim(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=log_file, pass_fds=(info_w,), start_new_session=True,
             )
         finally:
@@ -216,6 +213,11 @@ class LocalSandbox(SandboxHandle):
         self.init_start = procinfo.start_time(self.init_pid)
         self.pid_ns = int(info.get("pid-namespace") or procinfo.pid_namespace(self.init_pid))
         self.store.update_sandbox(self.id, init_pid=self.init_pid, init_start=self.init_start)
+
+    def _with_shim(self, args: list[str]) -> list[str]:
+        """Prefix bwrap with a /bin/sh that joins the cgroups / sets rlimits first; none when there are none."""
+        prefix = self.cg.shim_prefix()
+        return ["/bin/sh", "-c", prefix + ' && exec "$@"', "sh", *args] if prefix else args
 
     def _read_startup(self, info_fd: int) -> dict:
         """Wait for bwrap's info JSON and the holder's `ready` line; explain bwrap's complaint if it fails."""
@@ -276,11 +278,10 @@ class LocalSandbox(SandboxHandle):
             self.proc.stdin.close()
         except OSError:
             pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # only the shim could be stuck here; it holds no sandbox state
+        # Wait on the pidfd: Popen.wait(timeout) polls with sleeps of up to 50 ms.
+        if not select.select([self.pidfd], [], [], 10)[0]:  # only the shim could be stuck; it holds no state
             self.proc.kill()
-            self.proc.wait()
+        self.proc.wait()
         self.proc.stdout.close()
         os.close(self.pidfd)
         self.proc = None
@@ -320,11 +321,23 @@ class LocalSandbox(SandboxHandle):
 
     def _send(self, line: str) -> None:
         with self._ctl_lock:
-            self._check_open()
-            try:
-                os.write(self.proc.stdin.fileno(), line.encode())
-            except (BrokenPipeError, OSError) as e:
-                raise SandboxDied(f"sandbox {self.id} stopped accepting commands: {e}") from e
+            self._write_ctl(line)
+
+    def _write_ctl(self, line: str) -> None:
+        self._check_open()
+        try:
+            os.write(self.proc.stdin.fileno(), line.encode())
+        except (BrokenPipeError, OSError) as e:
+            raise SandboxDied(f"sandbox {self.id} stopped accepting commands: {e}") from e
+
+    def _hand_to_runner(self, eid: str, has_stdin: bool) -> int:
+        """Give a request to the waiting runner; make the FIFO its successor will wait on first."""
+        with self._ctl_lock:
+            k = self._next_runner
+            os.mkfifo(self.ipc / f"spare.{k + 1}", 0o600)
+            self._next_runner = k + 1
+            self._write_ctl(f"run {eid} {int(has_stdin)} {k}\n")
+            return k
 
     # ---- processes ----------------------------------------------------------------------------------------
 
@@ -375,6 +388,7 @@ class LocalSandbox(SandboxHandle):
         if stdin is not None:
             base.with_suffix(".in").write_bytes(stdin.encode() if isinstance(stdin, str) else stdin)
         fifos = {}
+        runner = None
         try:
             for kind in ("out", "err", "rc"):
                 path = base.with_suffix("." + kind)
@@ -382,7 +396,7 @@ class LocalSandbox(SandboxHandle):
                 fifos[kind] = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
             oom_before = self.cg.oom_kills()
             start = time.perf_counter()
-            self._send(f"run {eid} {int(stdin is not None)}\n")
+            runner = self._hand_to_runner(eid, stdin is not None)
             out = OutputBuffer(max_output, self.spill / f"{eid}.stdout")
             err = OutputBuffer(max_output, self.spill / f"{eid}.stderr")
             run = _Run(self, fifos["out"], fifos["err"], fifos["rc"], out, err)
@@ -391,9 +405,12 @@ class LocalSandbox(SandboxHandle):
         finally:
             for fd in fifos.values():
                 os.close(fd)
-            for suffix in (".sh", ".in", ".out", ".err", ".rc"):
+            used = [base.with_suffix(x) for x in (".sh", ".in", ".out", ".err", ".rc")]
+            if runner is not None:
+                used.append(self.ipc / f"spare.{runner}")
+            for path in used:
                 try:
-                    os.unlink(base.with_suffix(suffix))
+                    os.unlink(path)
                 except FileNotFoundError:
                     pass
         oom = self.cg.oom_kills() > oom_before and code in (137, -9)
@@ -512,8 +529,13 @@ class _Run:
                         )
                     done_at = time.monotonic()
                 elif fd == self.rc.fd:
-                    if not self.rc.read_available() and self.rc.eof:
+                    self.rc.read_available()
+                    if self.rc.eof:
                         poller.unregister(fd)
+                        if code is None and timed_out:  # the runner died with the tree it led
+                            code = finished(self.rc.lines)
+                            code = 137 if code is None else code
+                            done_at = time.monotonic()
                 else:
                     self._read(fd, open_streams, poller)
             now = time.monotonic()
