@@ -153,7 +153,7 @@ class Sandbox:
 
     def exec(self, cmd: str | list[str], *, timeout: float | None = None, cwd: str | None = None,
              env: dict[str, str] | None = None, stdin: bytes | str | None = None,
-             max_output: int | None = DEFAULT_MAX_OUTPUT) -> ExecResult:
+             max_output: int | None = DEFAULT_MAX_OUTPUT, cancel=None) -> ExecResult:
         """Run `cmd` (a shell string for /bin/sh, or an argv list) and wait for it.
 
         A timeout kills the command's whole process tree and sets `timed_out`. A missing program is exit code
@@ -164,7 +164,7 @@ class Sandbox:
         if timeout is not None and timeout <= 0:
             raise BadInput(f"timeout must be positive, got {timeout}")
         return self._h.exec(cmd, timeout=timeout, cwd=self._path(cwd) if cwd else None, env=env, stdin=stdin,
-                            max_output=max_output)
+                            max_output=max_output, cancel=cancel)
 
     def shell(self) -> LocalShell:
         """A persistent shell session: `run(cmd, timeout=...)` keeps cwd and variables between commands."""

@@ -380,7 +380,8 @@ class LocalSandbox(SandboxHandle):
 
     # ---- exec ---------------------------------------------------------------------------------------------
 
-    def exec(self, cmd, *, timeout=None, cwd=None, env=None, stdin=None, max_output=DEFAULT_MAX_OUTPUT) -> ExecResult:
+    def exec(self, cmd, *, timeout=None, cwd=None, env=None, stdin=None, max_output=DEFAULT_MAX_OUTPUT,
+             cancel: "Cancel | None" = None) -> ExecResult:
         self._check_open()
         eid = f"x{next(self._ids)}"
         base = self.ipc / eid
@@ -400,7 +401,7 @@ class LocalSandbox(SandboxHandle):
             out = OutputBuffer(max_output, self.spill / f"{eid}.stdout")
             err = OutputBuffer(max_output, self.spill / f"{eid}.stderr")
             run = _Run(self, fifos["out"], fifos["err"], fifos["rc"], out, err)
-            code, timed_out = run.wait(timeout, finished=lambda lines: _last_exit(lines))
+            code, timed_out = run.wait(timeout, finished=lambda lines: _last_exit(lines), cancel=cancel)
             duration = time.perf_counter() - start
         finally:
             for fd in fifos.values():
@@ -496,9 +497,10 @@ class _Run:
         self.rc = rc_lines or _LineReader(rc_fd)
         self.rc_fd = rc_fd
 
-    def wait(self, timeout: float | None, finished, on_timeout=None) -> tuple[int, bool]:
+    def wait(self, timeout: float | None, finished, on_timeout=None, cancel: "Cancel | None" = None) -> tuple[int, bool]:
+        """Returns (exit code, timed out). A fired `cancel` kills the command like a timeout would."""
         poller = select.poll()
-        for fd in (*self.streams, self.rc.fd, self.sb.pidfd):
+        for fd in (*self.streams, self.rc.fd, self.sb.pidfd, *((cancel.fd,) if cancel else ())):
             poller.register(fd, select.POLLIN)
         open_streams = set(self.streams)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -518,7 +520,12 @@ class _Run:
                                       done_at + EOF_GRACE if done_at else None) if t is not None]
             wait_ms = None if not wait_until else max(0, int((min(wait_until) - now) * 1000) + 1)
             for fd, _ev in poller.poll(wait_ms):
-                if fd == self.sb.pidfd:
+                if cancel is not None and fd == cancel.fd:
+                    poller.unregister(fd)
+                    if code is None and kill_deadline is None:
+                        (on_timeout or self._kill_command)()
+                        kill_deadline = time.monotonic() + KILL_GRACE
+                elif fd == self.sb.pidfd:
                     poller.unregister(fd)
                     self._drain(open_streams, poller)
                     code = finished(self.rc.read_available())
@@ -532,7 +539,7 @@ class _Run:
                     self.rc.read_available()
                     if self.rc.eof:
                         poller.unregister(fd)
-                        if code is None and timed_out:  # the runner died with the tree it led
+                        if code is None and kill_deadline is not None:  # the runner died with the tree it led
                             code = finished(self.rc.lines)
                             code = 137 if code is None else code
                             done_at = time.monotonic()
@@ -544,7 +551,7 @@ class _Run:
                 (on_timeout or self._kill_command)()
                 kill_deadline = now + KILL_GRACE
             elif kill_deadline is not None and code is None and now >= kill_deadline:
-                return -9, True
+                return -9, timed_out
 
     def _kill_command(self) -> None:
         inner = self.rc.pid()
@@ -567,6 +574,21 @@ class _Run:
     def _drain(self, open_streams: set, poller) -> None:
         for fd in list(open_streams):
             self._read(fd, open_streams, poller)
+
+
+class Cancel:
+    """A wake-up the async API fires to kill a running command when its awaiting task is cancelled."""
+
+    def __init__(self):
+        self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self.fired = False
+
+    def fire(self) -> None:
+        self.fired = True
+        os.eventfd_write(self.fd, 1)
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 
 class _LineReader:
@@ -638,7 +660,8 @@ class LocalShell:
     def alive(self) -> bool:
         return not self._closed and self.sb.alive and not any(l.startswith("exit ") for l in self.rc.lines)
 
-    def run(self, command: str, *, timeout: float | None = None, max_output: int | None = DEFAULT_MAX_OUTPUT) -> ExecResult:
+    def run(self, command: str, *, timeout: float | None = None, max_output: int | None = DEFAULT_MAX_OUTPUT,
+            cancel: Cancel | None = None) -> ExecResult:
         if self._closed:
             raise SandboxClosed(f"shell session {self.id} is closed")
         with self._lock:
@@ -671,8 +694,8 @@ class LocalShell:
                 def on_timeout():
                     self.sb.kill_tree(self.shell_pid, keep_leader=True)
 
-                code, timed_out = run.wait(timeout, finished, on_timeout=on_timeout)
-                if timed_out and code == -9:  # the shell itself never answered: replace it
+                code, timed_out = run.wait(timeout, finished, on_timeout=on_timeout, cancel=cancel)
+                if code == -9:  # the shell itself never answered: replace it
                     self._restart()
                     restarted = True
                 duration = time.perf_counter() - start
