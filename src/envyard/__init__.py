@@ -6,11 +6,12 @@ from .runtime.limits import Limits
 from .runtime.result import ExecResult
 from .store import Image, ImageConfig
 from .yard import Sandbox, Yard
+from .aio import AsyncSandbox, AsyncShell, AsyncYard
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BadInput", "BaseBuildError", "EnvyardError", "ExecResult", "HostUnsupported", "Image", "ImageConfig",
+    "AsyncSandbox", "AsyncShell", "AsyncYard", "BadInput", "BaseBuildError", "EnvyardError", "ExecResult", "HostUnsupported", "Image", "ImageConfig",
     "ImageNotFound", "Limits", "NotFound", "PathOutsideSandbox", "Sandbox", "SandboxClosed", "SandboxDied",
     "SandboxError", "SandboxNotFound", "StoreError", "Yard", "__version__",
 ]
