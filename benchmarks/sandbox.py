@@ -45,6 +45,7 @@ console = Console(highlight=False, width=None if sys.stdout.isatty() else 170)
 MARK = "__envyard_bench_mark__"
 DOCKER_IMAGE = "envyard-bench:bookworm"
 FORK_N = 8
+DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "sandbox.json"
 MiB = 1 << 20
 
 
@@ -235,6 +236,36 @@ def descendants(root: int) -> list[int]:
         out.append(p)
         todo.extend(kids.get(p, []))
     return out
+
+
+def stray_sandbox_processes(sandboxes_dir: Path, since_ticks: int) -> list[tuple[int, str]]:
+    """Processes started after `since_ticks` (clock ticks since boot) whose command line names a sandbox
+    directory of our store that no longer exists: sandbox processes nobody owns any more."""
+    prefix = str(sandboxes_dir.resolve()) + "/"
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            args = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+            stat = Path(f"/proc/{name}/stat").read_text()
+        except OSError:
+            continue
+        if stat[stat.rfind(")") + 2] == "Z" or int(stat[stat.rfind(")") + 2:].split()[19]) < since_ticks:
+            continue
+        for a in args:
+            a = a.decode(errors="replace")
+            if a.startswith(prefix):
+                sandbox_dir = Path(prefix + a[len(prefix):].split("/")[0])
+                if not sandbox_dir.exists():
+                    found.append((int(name), a))
+                break
+    return found
+
+
+def own_start_ticks() -> int:
+    stat = Path("/proc/self/stat").read_text()
+    return int(stat[stat.rfind(")") + 2:].split()[19])
 
 
 def pss_bytes(pid: int) -> int:
@@ -458,6 +489,7 @@ class Bench:
         self.docker: Docker | None = None
         self.raw: RawFloor | None = None
         self.yard: envyard.Yard | None = None
+        self.start_ticks = own_start_ticks()
 
     # -- setup / cleanup --
 
@@ -511,6 +543,8 @@ class Bench:
                     self.yard.remove_image(name)
             with contextlib.suppress(Exception):
                 self.yard.gc()
+            with contextlib.suppress(Exception):
+                self.reap_strays("at cleanup")
         if self.docker:
             with contextlib.suppress(Exception):
                 self.docker.cleanup()
@@ -524,6 +558,18 @@ class Bench:
                 subprocess.run(["rm", "-rf", "--one-file-system", str(self.tmp_home)], capture_output=True)
             else:
                 console.print(f"[red]left {self.tmp_home} in place: something is still mounted under it[/]")
+
+    def reap_strays(self, when: str) -> None:
+        """A sandbox whose start failed half-way can leave bwrap processes behind that no lease points at
+        (seen when envyard's start-up raised): report them and end them; they are ours."""
+        time.sleep(0.2)
+        strays = stray_sandbox_processes(self.yard.store.sandboxes_dir, self.start_ticks)
+        if strays:
+            self.res.note(f"{when}: envyard left {len(strays)} stray sandbox process(es) with no sandbox dir behind "
+                          f"(pids {', '.join(str(p) for p, _ in strays)}); killed them")
+            for pid, _ in strays:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
 
     # -- 1. create -> first exec -> close --
 
@@ -676,7 +722,7 @@ class Bench:
             gone = sb.exec("test ! -e /work/f1").exit_code == 0
             self.res.add(Row("reset", "envyard reset() after a few writes", samples=samples, target="≤10 ms",
                              target_max=10, raw_ref="raw bwrap floor (debian)", note="" if gone else "WARNING: files survived reset"))
-        samples, cp_note = [], ""
+        samples = []
         for i in range(self.slow_reps):
             with self.yard.sandbox(self.debian) as sb:
                 must(sb.exec(fill_script(100 * MiB, "/big", 25 * MiB) + " && sync -f /big/f000"), "writing 100 MB")
@@ -823,7 +869,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--home", help="envyard store to use (keeps the debian:bookworm image between runs); "
                                   "default: a fresh temp dir under /var/tmp, deleted afterwards")
     p.add_argument("--reps", type=int, default=30, help="repetitions per latency measurement (default 30)")
-    p.add_argument("--json", default="benchmarks/results/sandbox.json", help="where to write the results")
+    p.add_argument("--json", default=str(DEFAULT_JSON),
+                   help="where to write the results (default benchmarks/results/sandbox.json in this repo)")
     p.add_argument("--skip-docker", action="store_true", help="do not measure docker")
     p.add_argument("--keep-dockerd", action="store_true", help="leave a dockerd we started running afterwards")
     p.add_argument("--idle", type=int, default=500, help="sandboxes to hold open for the density test (default 500)")
@@ -850,6 +897,7 @@ def main(argv=None) -> int:
     started = time.monotonic()
     # Ctrl-C and SIGTERM both unwind through the finally below.
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with SIGINT ignored (`cmd &`)
     bench = Bench(args)
     sections = {s.strip() for s in args.only.split(",") if s.strip()}
     load0 = os.getloadavg()
@@ -873,6 +921,7 @@ def main(argv=None) -> int:
                     with contextlib.suppress(Exception):
                         sb.close()
                 bench.open_sandboxes.clear()
+            bench.reap_strays(f"after section {key}")
         machine["loadavg_end"] = os.getloadavg()
         if load0[0] > machine["nproc"] * 0.5:
             bench.res.note(f"the machine was busy before the run (load average {load0[0]:.1f} on "

@@ -72,4 +72,5 @@ def test_cancelling_an_exec_kills_the_command(ayard, host):
             return sb
 
     sb = asyncio.run(main())
+    ayard.yard.wait_closed()
     assert sandbox_processes(sb.sync) == []

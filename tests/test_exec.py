@@ -142,7 +142,7 @@ def test_closed_sandbox_refuses_and_close_is_idempotent(yard, host):
     assert not s.alive
     with pytest.raises(envyard.SandboxClosed):
         s.exec("true")
-    time.sleep(0.05)
+    yard.wait_closed()
     assert sandbox_processes(s) == []
     assert yard.store.sandbox(s.id) is None
 

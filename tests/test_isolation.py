@@ -137,4 +137,5 @@ def test_fifty_sandboxes_from_threads(yard, host):
         outs = list(pool.map(work, range(50)))
     assert outs == [f"{i}\n" for i in range(50)]
     assert time.monotonic() - start < 60
+    yard.wait_closed()
     assert [r for r in yard.store.sandboxes() if r.owner_pid == os.getpid()] == []

@@ -116,3 +116,23 @@ def test_image_errors(yard):
     with pytest.raises(envyard.BadInput):
         yard.fork("host", 0)
     assert yard.store.sandboxes() == [] or all(r.owner_alive() for r in yard.store.sandboxes())
+
+
+def test_warm_pool_hands_over_ready_sandboxes(yard, host):
+    import time as _time
+
+    yard.keep_warm(host, 2, env={"POOL": "1"}, wait=True)
+    try:
+        start = _time.perf_counter()
+        sb = yard.sandbox(host, env={"POOL": "1"})
+        took = _time.perf_counter() - start
+        with sb:
+            assert sb.exec("echo $POOL").stdout == "1\n"
+        assert took < 0.005  # a hand-over, not a bwrap start
+        with yard.sandbox(host, env={"POOL": "other"}) as cold:  # another spec never gets a pooled sandbox
+            assert cold.exec("echo $POOL").stdout == "other\n"
+    finally:
+        yard.keep_warm(host, 0, env={"POOL": "1"})
+    yard.wait_closed()
+    mine = [r for r in yard.store.sandboxes() if r.owner_pid == __import__("os").getpid()]
+    assert mine == []

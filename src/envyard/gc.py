@@ -13,11 +13,10 @@ import signal
 import time
 from pathlib import Path
 
-from . import procinfo
+from . import janitor, procinfo
 from .runtime.cgroups import Cgroups
 from .bases.host import release_host_root_view
 from .store import SandboxRecord, Store
-from .store.store import wait_for_janitor
 
 
 def kill_sandbox(rec: SandboxRecord) -> None:
@@ -51,7 +50,7 @@ def reap_dead_sandboxes(store: Store) -> list[str]:
 
 def collect(store: Store) -> dict:
     """Full collection: dead sandboxes, stray sandbox dirs, unfinished and orphaned layers, unused layers, trash."""
-    wait_for_janitor()
+    janitor.wait()
     report: dict = {"sandboxes": reap_dead_sandboxes(store)}
     known = {r.id for r in store.sandboxes()}
     stray = []

@@ -10,6 +10,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from . import gc as gc_mod
+from . import janitor
 from .bases.host import HOST_IMAGE, HOST_ROOT_LAYER, ensure_host_image, host_root_view
 from .errors import BadInput, EnvyardError, PathOutsideSandbox
 from .runtime.backend import SandboxSpec
@@ -17,6 +18,7 @@ from .runtime.holder import IPC_MOUNT
 from .runtime.limits import Limits
 from .runtime.local import LocalBackend, LocalSandbox, LocalShell
 from .runtime.result import DEFAULT_MAX_OUTPUT, ExecResult
+from .runtime.warm import WarmPool
 from .store import Image, Store, parse_image_name
 
 NETWORKS = ("none", "host")
@@ -35,6 +37,7 @@ class Yard:
         self._backend: LocalBackend | None = None
         self._backend_lock = threading.Lock()
         self._open: set[Sandbox] = set()
+        self._pools: dict[tuple, WarmPool] = {}
         self._open_lock = threading.Lock()
         if reap:
             gc_mod.reap_dead_sandboxes(self.store)
@@ -86,10 +89,31 @@ class Yard:
             raise BadInput(f"workdir must be an absolute path, not {workdir!r}")
         img = self.image(image)
         spec = SandboxSpec(image=img, network=network, limits=Limits.coerce(limits), env=env or {}, workdir=workdir)
-        sb = Sandbox(self, self.backend.create(spec))
+        pool = self._pools.get(_pool_key(spec))
+        handle = pool.take() if pool else None
+        sb = Sandbox(self, handle or self.backend.create(spec))
         with self._open_lock:
             self._open.add(sb)
         return sb
+
+    def keep_warm(self, image: str | Image = "host", size: int = 4, *, network: str = "none",
+                  limits: Limits | dict | None = None, env: dict[str, str] | None = None,
+                  workdir: str | None = None, wait: bool = False) -> None:
+        """Keep `size` sandboxes of exactly this spec started in the background; `sandbox()` calls with the same
+        spec then take one instead of starting bwrap (create becomes a hand-over). `size=0` stops the pool."""
+        if size < 0:
+            raise BadInput(f"pool size must be >= 0, got {size}")
+        img = self.image(image)
+        spec = SandboxSpec(image=img, network=network, limits=Limits.coerce(limits), env=env or {}, workdir=workdir)
+        key = _pool_key(spec)
+        old = self._pools.pop(key, None)
+        if old:
+            old.close()
+        if size:
+            backend = self.backend
+            self._pools[key] = pool = WarmPool(lambda: backend.create(spec), size)
+            if wait:
+                pool.wait_full()
 
     def fork(self, image: str | Image, n: int, **kwargs) -> list["Sandbox"]:
         """Start `n` sandboxes over the same image (e.g. a snapshot): a GRPO group, a search frontier."""
@@ -114,11 +138,20 @@ class Yard:
         return gc_mod.collect(self.store)
 
     def close(self) -> None:
-        """Close every sandbox this Yard opened."""
+        """Close every sandbox this Yard opened, and its warm pools."""
+        for pool in list(self._pools.values()):
+            pool.close()
+        self._pools.clear()
         with self._open_lock:
             open_now = list(self._open)
         for sb in open_now:
             sb.close()
+        self.wait_closed()
+
+    @staticmethod
+    def wait_closed() -> None:
+        """Block until closed sandboxes are fully torn down (close() returns once they are killed)."""
+        janitor.wait()
 
     def _forget(self, sb: "Sandbox") -> None:
         with self._open_lock:
@@ -129,6 +162,11 @@ class Yard:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _pool_key(spec: SandboxSpec) -> tuple:
+    return (spec.image.name, tuple(spec.image.layers), spec.network, spec.limits, tuple(sorted(spec.env.items())),
+            spec.workdir)
 
 
 class Sandbox:

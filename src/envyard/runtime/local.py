@@ -22,7 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
-from .. import procinfo
+from .. import janitor, procinfo
 from ..errors import HostUnsupported, SandboxClosed, SandboxDied, SandboxError
 from ..store import SandboxRecord, Store
 from .backend import Backend, Capabilities, SandboxHandle, SandboxSpec
@@ -262,10 +262,10 @@ class LocalSandbox(SandboxHandle):
     def alive(self) -> bool:
         return not self._closed and self.proc is not None and self.proc.poll() is None
 
-    def _kill_all(self) -> None:
-        """Kill every process of the sandbox at once: SIGKILL to pid-1 ends its whole pid namespace."""
+    def _signal_kill(self) -> None:
+        """SIGKILL pid-1, which ends the sandbox's whole pid namespace (and its mounts) at once."""
         for s in self._sessions:
-            s._release()
+            s._release(kill=False)
         self._sessions.clear()
         if self.proc is None:
             return
@@ -278,6 +278,11 @@ class LocalSandbox(SandboxHandle):
             self.proc.stdin.close()
         except OSError:
             pass
+
+    def _reap(self) -> None:
+        """Wait until bwrap has exited after `_signal_kill` and release our descriptors."""
+        if self.proc is None:
+            return
         # Wait on the pidfd: Popen.wait(timeout) polls with sleeps of up to 50 ms.
         if not select.select([self.pidfd], [], [], 10)[0]:  # only the shim could be stuck; it holds no state
             self.proc.kill()
@@ -285,6 +290,10 @@ class LocalSandbox(SandboxHandle):
         self.proc.stdout.close()
         os.close(self.pidfd)
         self.proc = None
+
+    def _kill_all(self) -> None:
+        self._signal_kill()
+        self._reap()
 
     def reset(self) -> None:
         """Back to the image: kill everything, drop the upper dir, start afresh. Limits and id stay."""
@@ -297,10 +306,12 @@ class LocalSandbox(SandboxHandle):
         self._start()
 
     def close(self) -> None:
+        """Kill now; wait for the teardown and delete files on the janitor thread (gc finishes it if we die)."""
         if self._closed:
             return
         self._closed = True
-        self._teardown()
+        self._signal_kill()
+        janitor.later(self._teardown)
 
     def _teardown(self) -> None:
         try:
@@ -726,11 +737,11 @@ class LocalShell:
         self._closed = False
         self._start()
 
-    def _release(self) -> None:
+    def _release(self, kill: bool = True) -> None:
         if self._closed:
             return
         self._closed = True
-        if self.shell_pid and self.sb.alive:
+        if kill and self.shell_pid and self.sb.alive:
             self.sb.kill_tree(self.shell_pid)
         for fd in (self.cmd_fd, self.rc.fd):
             try:

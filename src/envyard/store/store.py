@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
-import threading
 import re
 import shutil
 import subprocess
@@ -26,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import BadInput, ImageNotFound, StoreError
-from .. import procinfo
+from .. import janitor, procinfo
 from .db import Database, dumps
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._/-]{0,127}$")
@@ -265,7 +263,7 @@ class Store:
         except OSError:
             target = path
         if background:
-            _janitor().put(target)
+            janitor.later(lambda: remove_tree(target))
         else:
             remove_tree(target)
 
@@ -293,31 +291,6 @@ class Store:
     def orphan_layer_dirs(self) -> list[Path]:
         known = {r["path"] for r in self.db.query("SELECT path FROM layers")}
         return [p for p in self.layers_dir.iterdir() if not p.name.startswith(".") and str(p) not in known]
-
-
-_janitor_queue: "queue.Queue[Path] | None" = None
-_janitor_lock = threading.Lock()
-
-
-def _janitor() -> "queue.Queue[Path]":
-    global _janitor_queue
-    with _janitor_lock:
-        if _janitor_queue is None:
-            _janitor_queue = queue.Queue()
-
-            def work(q=_janitor_queue):
-                while True:
-                    remove_tree(q.get())
-                    q.task_done()
-
-            threading.Thread(target=work, name="envyard-janitor", daemon=True).start()
-        return _janitor_queue
-
-
-def wait_for_janitor() -> None:
-    """Block until background deletions are done (tests and `envyard gc` use it)."""
-    if _janitor_queue is not None:
-        _janitor_queue.join()
 
 
 def remove_tree(path: Path) -> None:
