@@ -171,3 +171,50 @@ def test_broken_store_database_is_a_clear_error(tmp_path):
     with pytest.raises(envyard.StoreError) as e:
         envyard.Yard(home)
     assert e.value.exit_code == 7 and e.value.fix
+
+
+def test_descriptors_above_1024_are_fine(yard, host):
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard < 1200:
+        pytest.skip("the fd limit is too low to test this")
+    filler = [os.open("/dev/null", os.O_RDONLY) for _ in range(1100)]
+    try:
+        with yard.sandbox(host) as sb:
+            assert sb.exec("echo high").stdout == "high\n"
+            assert sb.shell().run("echo session").stdout == "session\n"
+            sb.reset()
+    finally:
+        for fd in filler:
+            os.close(fd)
+
+
+def test_interrupted_start_leaves_no_process(yard, host, monkeypatch):
+    from envyard.runtime.local import LocalSandbox
+
+    real = LocalSandbox._read_startup
+
+    def interrupted(self, fd):
+        real(self, fd)  # the sandbox is fully up...
+        raise KeyboardInterrupt  # ...when Ctrl-C arrives
+
+    monkeypatch.setattr(LocalSandbox, "_read_startup", interrupted)
+    yard.wait_closed()
+    before = set(yard.store.sandboxes_dir.iterdir())
+    with pytest.raises(KeyboardInterrupt):
+        yard.sandbox(host)
+    monkeypatch.undo()
+    yard.wait_closed()
+    time.sleep(0.1)
+    stray = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(yard.store.sandboxes_dir).encode() in cmd:
+            stray.append(pid)
+    assert stray == []
+    assert set(yard.store.sandboxes_dir.iterdir()) == before
+    assert [r for r in yard.store.sandboxes() if r.owner_pid == os.getpid()] == []

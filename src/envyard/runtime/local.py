@@ -207,12 +207,36 @@ class LocalSandbox(SandboxHandle):
         try:
             self.pidfd = os.pidfd_open(self.proc.pid)
             info = self._read_startup(info_r)
+            self.init_pid = int(info["child-pid"])
+            self.init_start = procinfo.start_time(self.init_pid)
+            self.pid_ns = int(info.get("pid-namespace") or procinfo.pid_namespace(self.init_pid))
+            self.store.update_sandbox(self.id, init_pid=self.init_pid, init_start=self.init_start)
+        except BaseException:
+            self._abort_start()
+            raise
         finally:
             os.close(info_r)
-        self.init_pid = int(info["child-pid"])
-        self.init_start = procinfo.start_time(self.init_pid)
-        self.pid_ns = int(info.get("pid-namespace") or procinfo.pid_namespace(self.init_pid))
-        self.store.update_sandbox(self.id, init_pid=self.init_pid, init_start=self.init_start)
+
+    def _abort_start(self) -> None:
+        """A start failed half-way (an error, Ctrl-C, a timeout): kill bwrap's pid-1 — the outer bwrap's child,
+        which would otherwise sit blocked in its namespaces with nobody to reap it — then bwrap itself."""
+        proc = self.proc
+        try:
+            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        except OSError:
+            children = []
+        for pid in [*map(int, children), proc.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()
+        if hasattr(self, "pidfd"):
+            os.close(self.pidfd)
+            del self.pidfd
+        self.proc = None
 
     def _with_shim(self, args: list[str]) -> list[str]:
         """Prefix bwrap with a /bin/sh that joins the cgroups / sets rlimits first; none when there are none."""
@@ -224,16 +248,17 @@ class LocalSandbox(SandboxHandle):
         deadline = time.monotonic() + START_TIMEOUT
         info_buf, out_buf = b"", b""
         out_fd = self.proc.stdout.fileno()
-        pending = {info_fd, out_fd}
+        poller = select.poll()  # not select(): descriptors go past 1024 with hundreds of sandboxes
+        for fd in (info_fd, out_fd):
+            poller.register(fd, select.POLLIN)
         while b"ready\n" not in out_buf:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise SandboxError(f"sandbox {self.id} did not start within {START_TIMEOUT:.0f}s", fix="see `envyard doctor`")
-            ready, _, _ = select.select(list(pending), [], [], left)
-            for fd in ready:
+            for fd, _ev in poller.poll(int(left * 1000) + 1):
                 chunk = os.read(fd, 4096)
                 if not chunk:
-                    pending.discard(fd)
+                    poller.unregister(fd)
                     if fd == out_fd:
                         raise self._start_failure()
                 elif fd == info_fd:
@@ -281,24 +306,22 @@ class LocalSandbox(SandboxHandle):
 
     def _reap(self) -> None:
         """Wait until bwrap has exited after `_signal_kill` and release our descriptors."""
-        if self.proc is None:
-            return
-        # Wait on the pidfd: Popen.wait(timeout) polls with sleeps of up to 50 ms.
-        if not select.select([self.pidfd], [], [], 10)[0]:  # only the shim could be stuck; it holds no state
-            self.proc.kill()
-        self.proc.wait()
-        self.proc.stdout.close()
-        os.close(self.pidfd)
-        self.proc = None
+        if self.proc is not None:
+            _reap_bwrap(self.proc, self.pidfd)
+            self.proc = None
 
     def _kill_all(self) -> None:
         self._signal_kill()
         self._reap()
 
     def reset(self) -> None:
-        """Back to the image: kill everything, drop the upper dir, start afresh. Limits and id stay."""
+        """Back to the image: kill everything, swap in a fresh upper dir, start afresh. Limits and id stay.
+        The old instance's teardown and deletion happen on the janitor thread."""
         self._check_open()
-        self._kill_all()
+        self._signal_kill()
+        old_proc, old_pidfd = self.proc, self.pidfd
+        self.proc = None
+        janitor.later(lambda: _reap_bwrap(old_proc, old_pidfd))
         for name in ("upper", "work"):
             self.store.discard_dir(self.dir / name, background=True)
         for p in self.ipc.iterdir():
@@ -443,6 +466,21 @@ class LocalSandbox(SandboxHandle):
         """Copy the upper dir (the sandbox's changes) into a new layer directory while the sandbox is frozen."""
         self._check_open()
         return copy_upper(self.store, self.dir, self.pid_ns, self.init_pid)
+
+
+def _reap_bwrap(proc: subprocess.Popen, pidfd: int) -> None:
+    # Wait on the pidfd: Popen.wait(timeout) polls with sleeps of up to 50 ms.
+    if not _readable(pidfd, 10.0):  # only the shim could be stuck; it holds no sandbox state
+        proc.kill()
+    proc.wait()
+    proc.stdout.close()
+    os.close(pidfd)
+
+
+def _readable(fd: int, timeout: float) -> bool:
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(int(timeout * 1000)))
 
 
 def freeze(pid_ns: int, init_pid: int) -> list[int]:
@@ -663,7 +701,7 @@ class LocalShell:
         while (inner := self.rc.pid()) is None:
             if time.monotonic() > deadline or not self.sb.alive:
                 raise SandboxError(f"shell session in sandbox {self.sb.id} did not start")
-            select.select([self.rc.fd], [], [], 0.05)
+            _readable(self.rc.fd, 0.05)
         self.shell_pid = self.sb._host_pid_of(inner)
         self.rc.lines.clear()
 

@@ -1,0 +1,16 @@
+#!/bin/bash
+# Verifier for csv-sum. Expected total fixed here (computed with a real CSV parser from the shipped file);
+# a naive comma split gives a different number because some product names contain quoted commas.
+set -u
+mkdir -p /logs/verifier
+echo 0 > /logs/verifier/reward.txt
+fail() { echo "FAIL: $*"; exit 1; }
+
+expected=27801
+f=/app/answer.txt
+[ -f "$f" ] || fail "$f does not exist"
+got=$(python3 -c 'import sys; print(open(sys.argv[1]).read().strip())' "$f" 2>/dev/null) || fail "cannot read $f"
+[ "$got" = "$expected" ] || fail "expected $expected, got '$got'"
+
+echo 1 > /logs/verifier/reward.txt
+echo PASS

@@ -1,0 +1,16 @@
+#!/bin/bash
+# Verifier for largest-file: /app/answer.txt must name archive/2023/q4/export-final.bin (relative to /app/data).
+set -u
+mkdir -p /logs/verifier
+echo 0 > /logs/verifier/reward.txt
+fail() { echo "FAIL: $*"; exit 1; }
+
+expected="archive/2023/q4/export-final.bin"
+f=/app/answer.txt
+[ -f "$f" ] || fail "$f does not exist"
+got=$(python3 -c 'import sys; print(open(sys.argv[1]).read().strip())' "$f" 2>/dev/null) || fail "cannot read $f"
+got=${got#./}
+[ "$got" = "$expected" ] || fail "expected '$expected', got '$got'"
+
+echo 1 > /logs/verifier/reward.txt
+echo PASS

@@ -1,0 +1,183 @@
+"""Task directories (Harbor / Terminal-Bench layout): loading, validation with precise errors, image building."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import BadInput, EnvyardError
+from ..runtime.limits import Limits
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+NETWORKS = ("none", "host")
+
+
+class TaskError(BadInput):
+    """A malformed task: names the file, the field and why."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("; ".join(problems) if len(problems) <= 3 else f"{problems[0]} (and {len(problems) - 1} more)",
+                         fix="see docs/tasks.md for the task format; `envyard task check DIR` lists every problem")
+
+
+@dataclass
+class Task:
+    root: Path
+    name: str
+    description: str
+    instruction: str
+    metadata: dict
+    image: str = "host"
+    workdir: str = "/app"
+    agent_network: str = "none"
+    limits: Limits = field(default_factory=Limits)
+    agent_timeout: float = 600.0
+    max_steps: int = 50
+    verifier_timeout: float = 120.0
+    verifier_network: str = "none"
+    protected: list[str] = field(default_factory=list)
+
+    @property
+    def tests_dir(self) -> Path:
+        return self.root / "tests"
+
+    @property
+    def solution(self) -> Path | None:
+        p = self.root / "solution" / "solve.sh"
+        return p if p.is_file() else None
+
+    @property
+    def environment_dir(self) -> Path | None:
+        p = self.root / "environment"
+        return p if p.is_dir() else None
+
+    def environment_digest(self, base_layers: list[str]) -> str:
+        """Changes whenever the base image or anything under environment/ changes."""
+        h = hashlib.sha256("\0".join(base_layers).encode())
+        h.update(self.workdir.encode())
+        env = self.environment_dir
+        if env:
+            for p in sorted(env.rglob("*")):
+                h.update(str(p.relative_to(env)).encode())
+                if p.is_file():
+                    h.update(p.read_bytes())
+        return h.hexdigest()[:16]
+
+
+_SCHEMA: dict[str, dict[str, type | tuple]] = {
+    "": {"name": str, "description": str, "metadata": dict, "environment": dict, "agent": dict, "verifier": dict},
+    "environment": {"image": str, "workdir": str, "network": str, "memory": (str, int), "pids": int, "cpus": (int, float)},
+    "agent": {"timeout_sec": (int, float), "max_steps": int},
+    "verifier": {"timeout_sec": (int, float), "network": str, "protected": list},
+}
+
+
+def load_task(path: str | Path) -> Task:
+    """Load and validate a task directory; raises TaskError listing every problem found."""
+    root = Path(path)
+    problems = check_task(root)
+    if problems:
+        raise TaskError(problems)
+    return _build(root, tomllib.loads((root / "task.toml").read_text()))
+
+
+def check_task(root: Path) -> list[str]:
+    """Every problem with a task directory, each as 'file: field: why'. Empty when the task is valid."""
+    if not root.is_dir():
+        return [f"{root}: not a directory"]
+    toml_path = root / "task.toml"
+    if not toml_path.is_file():
+        return [f"{toml_path}: missing (every task needs a task.toml)"]
+    try:
+        data = tomllib.loads(toml_path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        return [f"{toml_path}: not valid TOML: {e}"]
+    except UnicodeDecodeError:
+        return [f"{toml_path}: not UTF-8 text"]
+    problems = []
+    for section, fields in _SCHEMA.items():
+        table = data if not section else data.get(section, {})
+        if not isinstance(table, dict):
+            problems.append(f"{toml_path}: [{section}]: must be a table")
+            continue
+        for key, value in table.items():
+            where = f"{section}.{key}" if section else key
+            if key not in fields:
+                problems.append(f"{toml_path}: {where}: unknown field")
+            elif not isinstance(value, fields[key]) or isinstance(value, bool):
+                problems.append(f"{toml_path}: {where}: expected {_type_name(fields[key])}, got {type(value).__name__}")
+    name = data.get("name")
+    if name is None:
+        problems.append(f"{toml_path}: name: required")
+    elif isinstance(name, str) and not NAME_RE.match(name):
+        problems.append(f"{toml_path}: name: {name!r} must be lowercase letters, digits and '-'")
+    env, agent, ver = (data.get(k, {}) if isinstance(data.get(k, {}), dict) else {} for k in ("environment", "agent", "verifier"))
+    for where, value in (("environment.network", env.get("network")), ("verifier.network", ver.get("network"))):
+        if isinstance(value, str) and value not in NETWORKS:
+            problems.append(f"{toml_path}: {where}: {value!r} is not one of {', '.join(NETWORKS)}")
+    workdir = env.get("workdir")
+    if isinstance(workdir, str) and not workdir.startswith("/"):
+        problems.append(f"{toml_path}: environment.workdir: must be an absolute path")
+    for where, value in (("agent.timeout_sec", agent.get("timeout_sec")), ("verifier.timeout_sec", ver.get("timeout_sec")),
+                         ("agent.max_steps", agent.get("max_steps"))):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
+            problems.append(f"{toml_path}: {where}: must be positive")
+    for i, p in enumerate(ver.get("protected") or [] if isinstance(ver.get("protected"), list) else []):
+        if not isinstance(p, str) or not p.startswith("/"):
+            problems.append(f"{toml_path}: verifier.protected[{i}]: must be an absolute path")
+    try:
+        Limits.coerce({k: env[k] for k in ("memory", "pids", "cpus") if k in env})
+    except EnvyardError as e:
+        problems.append(f"{toml_path}: environment: {e.message}")
+    instruction = root / "instruction.md"
+    if not instruction.is_file():
+        problems.append(f"{instruction}: missing (the agent's instruction)")
+    elif not instruction.read_text(errors="replace").strip():
+        problems.append(f"{instruction}: empty")
+    tests = root / "tests"
+    if not (tests / "test.sh").is_file() and not list(tests.glob("test*.py")):
+        problems.append(f"{tests}: needs test.sh or test_*.py (the verifier)")
+    setup = root / "environment" / "setup.sh"
+    if (root / "environment").exists() and not (root / "environment").is_dir():
+        problems.append(f"{root / 'environment'}: must be a directory")
+    elif (root / "environment").is_dir() and not setup.exists() and not (root / "environment" / "files").is_dir():
+        problems.append(f"{root / 'environment'}: needs files/ or setup.sh")
+    return problems
+
+
+def _type_name(t) -> str:
+    types = t if isinstance(t, tuple) else (t,)
+    names = {str: "a string", int: "an integer", float: "a number", dict: "a table", list: "a list"}
+    return " or ".join(names[x] for x in types)
+
+
+def _build(root: Path, data: dict) -> Task:
+    env, agent, ver = data.get("environment", {}), data.get("agent", {}), data.get("verifier", {})
+    return Task(
+        root=root.resolve(), name=data["name"], description=data.get("description", ""),
+        instruction=(root / "instruction.md").read_text(), metadata=data.get("metadata", {}),
+        image=env.get("image", "host"), workdir=env.get("workdir", "/app"), agent_network=env.get("network", "none"),
+        limits=Limits.coerce({k: env[k] for k in ("memory", "pids", "cpus") if k in env}),
+        agent_timeout=float(agent.get("timeout_sec", 600)), max_steps=int(agent.get("max_steps", 50)),
+        verifier_timeout=float(ver.get("timeout_sec", 120)), verifier_network=ver.get("network", "none"),
+        protected=list(ver.get("protected", [])),
+    )
+
+
+def find_tasks(paths: list[str | Path]) -> list[Path]:
+    """Task directories named directly, or found one level below a directory of tasks."""
+    found = []
+    for p in map(Path, paths):
+        if (p / "task.toml").is_file():
+            found.append(p)
+        elif p.is_dir():
+            found += sorted(d for d in p.iterdir() if (d / "task.toml").is_file())
+        else:
+            raise BadInput(f"{p}: not a task directory nor a directory of tasks")
+    if not found:
+        raise BadInput(f"no tasks found in {', '.join(map(str, paths))}", fix="a task directory holds a task.toml")
+    return found
