@@ -415,6 +415,11 @@ def demo(
     out.print(t)
 
 
+from . import envs as _envs  # noqa: E402  (registers `task` and `rollout`)
+
+_envs.register(app, out, err, _fail, _emit_json, _yard)
+
+
 def entry() -> None:
     app()
 

@@ -101,7 +101,7 @@ def command_script(cmd: str | list[str], cwd: str, env: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def session_loop_script(session_id: str) -> str:
+def session_loop_script(session_id: str, workdir: str) -> str:
     """The loop a persistent shell runs: source each command file in the current shell, report its status.
 
     Sourcing keeps `cd`, variables and functions between commands. The status goes to fd 3, never to the
@@ -110,6 +110,7 @@ def session_loop_script(session_id: str) -> str:
     d = f"{IPC_MOUNT}/{session_id}"
     return (
         'printf "pid %s\\n" "$$" >&3\n'
+        f"cd -- {shlex.quote(workdir)} 2>/dev/null\n"
         f'exec 4<"{d}.cmd"\n'
         "while IFS= read -r __envyard_n <&4; do\n"
         f'  . "{d}-$__envyard_n.sh" </dev/null >"{d}-$__envyard_n.out" 2>"{d}-$__envyard_n.err" 3>&- 4<&-\n'

@@ -688,7 +688,7 @@ class LocalShell:
 
     def _start(self) -> None:
         base = self.sb.ipc / self.id
-        base.with_suffix(".loop").write_text(session_loop_script(self.id))
+        base.with_suffix(".loop").write_text(session_loop_script(self.id, self.sb.workdir))
         for suffix in (".cmd", ".rc"):
             p = base.with_suffix(suffix)
             if p.exists():

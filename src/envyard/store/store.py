@@ -199,20 +199,36 @@ class Store:
         img = self.image(ref)
         with self.db.transaction() as c:
             c.execute("DELETE FROM images WHERE name=?", (img.name,))
-        self.remove_unused_layers()
+        used = self._used_layers()
+        for layer_id in img.layers:
+            if layer_id not in used:
+                self.remove_layer(layer_id)
         return img
 
     def image_size(self, img: Image) -> int:
         return sum(self.layer(i).size for i in img.layers)
 
-    def remove_unused_layers(self) -> list[str]:
-        """Delete layers no image and no sandbox stands on. Returns their ids."""
+    def remove_layer(self, layer_id: str) -> None:
+        """Delete one layer that nothing references any more (e.g. a verifier's throwaway view)."""
+        rows = self.db.query("SELECT path FROM layers WHERE id=?", (layer_id,))
+        with self.db.transaction() as c:
+            c.execute("DELETE FROM layers WHERE id=?", (layer_id,))
+        if rows and Path(rows[0]["path"]).parent == self.layers_dir:
+            self.discard_dir(Path(rows[0]["path"]), background=True)
+
+    def _used_layers(self) -> set[str]:
         used: set[str] = set()
         for r in self.db.query("SELECT layers FROM images UNION ALL SELECT layers FROM sandboxes"):
             used.update(json.loads(r["layers"]))
+        return used
+
+    def remove_unused_layers(self, min_age: float = 600.0) -> list[str]:
+        """Delete layers no image and no sandbox stands on, sealed more than `min_age` seconds ago (younger
+        ones may belong to a snapshot another process is about to name)."""
+        used = self._used_layers()
         removed = []
-        for r in self.db.query("SELECT id, path FROM layers"):
-            if r["id"] in used:
+        for r in self.db.query("SELECT id, path, created FROM layers"):
+            if r["id"] in used or time.time() - r["created"] < min_age:
                 continue
             path = Path(r["path"])
             with self.db.transaction() as c:

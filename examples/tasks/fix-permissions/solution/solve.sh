@@ -1,0 +1,4 @@
+#!/bin/bash
+set -euo pipefail
+sed -i 's/\r$//' /app/run.sh /app/status.txt
+chmod +x /app/run.sh

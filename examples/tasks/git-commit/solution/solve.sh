@@ -1,0 +1,5 @@
+#!/bin/bash
+set -euo pipefail
+cd /app/repo
+git add notes.txt
+git commit -q -m "add notes"

@@ -1,0 +1,102 @@
+"""`envyard task check` and `envyard rollout`: the agent-environment commands."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import threading
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..errors import EnvyardError
+
+task_app = typer.Typer(help="Work with task directories (Harbor / Terminal-Bench layout).", no_args_is_help=True)
+
+
+def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
+    app.add_typer(task_app, name="task")
+
+    @task_app.command("check")
+    def task_check(dirs: list[Path] = typer.Argument(..., help="Task directories, or directories of tasks."),
+                   as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
+        """Validate tasks; print every problem as file: field: why. Exit 2 if any task is malformed."""
+        from ..envs.task import check_task, find_tasks
+
+        try:
+            tasks = find_tasks(dirs)
+        except EnvyardError as e:
+            fail(e)
+        report = {str(t): check_task(t) for t in tasks}
+        bad = {k: v for k, v in report.items() if v}
+        if as_json:
+            emit_json({"tasks": len(report), "invalid": len(bad), "problems": report})
+        else:
+            for task, problems in report.items():
+                out.print(f"{'[red]✗[/]' if problems else '[green]✓[/]'} {escape(task)}")
+                for p in problems:
+                    out.print(f"    {escape(p)}", highlight=False)
+        raise typer.Exit(2 if bad else 0)
+
+    @app.command()
+    def rollout(
+        tasks: list[Path] = typer.Argument(..., help="Task directories, or directories of tasks."),
+        policy: str = typer.Option("oracle", "--policy", "-p", help="oracle, noop, or replay:FILE."),
+        concurrency: int = typer.Option(4, "--concurrency", "-c", help="Episodes at once."),
+        out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Write one JSONL trajectory per episode here."),
+        as_json: bool = typer.Option(False, "--json", help="Print the episodes and summary as JSON."),
+    ):
+        """Run a policy on tasks; print reward, steps, time and infrastructure failures per episode."""
+        from ..envs.rollout import make_policy, run_rollouts
+        from ..envs.task import find_tasks
+
+        try:
+            if concurrency < 1:
+                from ..errors import BadInput
+
+                raise BadInput(f"--concurrency must be at least 1, got {concurrency}")
+            found = find_tasks(tasks)
+            factory = make_policy(policy)
+            yard = make_yard()
+            progress = Progress(TextColumn("rollout"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                TextColumn("{task.description}"), console=err, disable=as_json or not err.is_terminal)
+            lock = threading.Lock()
+            with progress:
+                bar = progress.add_task("", total=len(found))
+
+                def done(ep):
+                    with lock:
+                        progress.update(bar, advance=1, description=f"{ep.task}: {ep.reward}")
+
+                episodes = run_rollouts(yard, found, factory, concurrency=concurrency, out_dir=out_dir, on_done=done)
+            yard.close()
+        except EnvyardError as e:
+            fail(e)
+        scored = [e.reward for e in episodes if e.infra_error is None and e.reward is not None]
+        summary = {
+            "episodes": len(episodes), "policy": policy,
+            "mean_reward": round(statistics.mean(scored), 4) if scored else None,
+            "solved": sum(1 for r in scored if r >= 1.0),
+            "infra_failures": sum(1 for e in episodes if e.infra_error),
+            "median_wall_time": round(statistics.median(e.wall_time for e in episodes), 3),
+        }
+        if out_dir is not None:
+            (out_dir / "summary.json").write_text(json.dumps(
+                {"summary": summary, "episodes": [e.to_dict() for e in episodes]}, indent=2))
+        if as_json:
+            emit_json({"summary": summary, "episodes": [e.to_dict() for e in episodes]})
+        else:
+            t = Table("TASK", "REWARD", "STEPS", "TIME (s)", "INFRA ERROR")
+            for e in episodes:
+                t.add_row(e.task, "-" if e.reward is None else f"{e.reward:g}", str(e.steps), f"{e.wall_time:.2f}",
+                          escape(e.infra_error or ""))
+            out.print(t)
+            out.print(f"{summary['solved']}/{len(episodes)} solved, mean reward {summary['mean_reward']}, "
+                      f"{summary['infra_failures']} infrastructure failures")
+        failed_infra = summary["infra_failures"] > 0
+        raise typer.Exit(1 if failed_infra else 0)

@@ -1,0 +1,142 @@
+"""TerminalEnv: a gymnasium environment where the agent types shell commands into a task's sandbox.
+
+reset(options={"task": DIR or Task}) → the instruction. step(command) → the command's output. The action
+`submit` (or the step or time budget running out) ends the episode: the verifier scores the final state in a
+separate sandbox (see verify.py) and the reward arrives with `terminated` (or `truncated`). An infrastructure
+failure ends the episode with reward 0.0 and `info["infra_error"]` set, so a trainer can mask it.
+"""
+
+from __future__ import annotations
+
+import string
+import time
+from pathlib import Path
+
+import gymnasium as gym
+
+from ..errors import EnvyardError
+from ..yard import Sandbox, Yard
+from .task import Task, load_task
+from .verify import INFRA_SANDBOX, INFRA_SETUP, InfraError, Verdict, task_image, verify
+
+SUBMIT = "submit"
+MAX_TEXT = 1 << 20
+CHARSET = string.printable  # gymnasium Text spaces need a finite alphabet: observations are escaped to it
+DEFAULT_OBSERVATION_BYTES = 16_000
+
+
+def printable(text: str) -> str:
+    """Escape everything outside string.printable so the observation lies in the observation space."""
+    if all(c in CHARSET for c in text):
+        return text
+    return "".join(c if c in CHARSET else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def format_output(exit_code: int, stdout: str, stderr: str, timed_out: bool, limit: int) -> str:
+    """What the agent sees: output (middle cut when long, so the end of a traceback survives) and the status."""
+    body = stdout + (("\n[stderr]\n" + stderr) if stderr else "")
+    if len(body) > limit:
+        half = limit // 2
+        body = body[:half] + f"\n[... {len(body) - limit} characters cut ...]\n" + body[-half:]
+    status = "timed out" if timed_out else f"exit code {exit_code}"
+    return printable(f"{body}\n[{status}]" if body else f"[{status}]")
+
+
+class TerminalEnv(gym.Env):
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(self, task: str | Path | Task | None = None, *, yard: Yard | None = None,
+                 step_timeout: float = 60.0, observation_bytes: int = DEFAULT_OBSERVATION_BYTES,
+                 render_mode: str | None = None):
+        self.yard = yard or Yard()
+        self._own_yard = yard is None
+        self.default_task = task
+        self.step_timeout = step_timeout
+        self.observation_bytes = observation_bytes
+        self.render_mode = render_mode
+        self.observation_space = gym.spaces.Text(max_length=MAX_TEXT, charset=CHARSET)
+        self.action_space = gym.spaces.Text(max_length=4096, charset=CHARSET)
+        self.task: Task | None = None
+        self.sandbox: Sandbox | None = None
+        self._shell = None
+        self._steps = 0
+        self._started = 0.0
+        self._last = ""
+        self.verdict: Verdict | None = None
+
+    # ---- gymnasium API ------------------------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self._close_sandbox()
+        spec = (options or {}).get("task", self.default_task)
+        if spec is None:
+            raise EnvyardError("no task given", fix='pass TerminalEnv(task=DIR) or reset(options={"task": DIR})')
+        self.task = spec if isinstance(spec, Task) else load_task(spec)
+        self.verdict = None
+        self._steps = 0
+        info = {"task": self.task.name, "infra_error": None}
+        try:
+            self.image = task_image(self.yard, self.task)
+            self.sandbox = self.yard.sandbox(self.image, network=self.task.agent_network, limits=self.task.limits,
+                                             workdir=self.task.workdir)
+            self._shell = self.sandbox.shell()
+        except InfraError as e:
+            info.update(infra_error=e.kind, infra_detail=str(e))
+        except EnvyardError as e:
+            info.update(infra_error=INFRA_SETUP, infra_detail=str(e))
+        self._started = time.monotonic()
+        self._last = printable(self.task.instruction)
+        return self._last, info
+
+    def step(self, action: str):
+        if self.task is None:
+            raise EnvyardError("step() before reset()", fix="call reset() first")
+        if self.verdict is not None or self.sandbox is None:  # finished, or the sandbox never started
+            return self._last, 0.0, True, False, {"infra_error": INFRA_SETUP if self.sandbox is None else None,
+                                                  "note": "episode is over; call reset()"}
+        if action.strip() == SUBMIT:
+            return self._finish(terminated=True)
+        self._steps += 1
+        info: dict = {"step": self._steps}
+        try:
+            r = self._shell.run(action, timeout=self.step_timeout, max_output=self.observation_bytes * 4)
+        except EnvyardError as e:
+            self.verdict = Verdict(None, infra_error=INFRA_SANDBOX, infra_detail=str(e))
+            self._close_sandbox()
+            return self._last, 0.0, True, False, {**info, **self._verdict_info()}
+        info.update(exit_code=r.exit_code, timed_out=r.timed_out)  # no timings: info must be deterministic
+        self._last = format_output(r.exit_code, r.stdout, r.stderr, r.timed_out, self.observation_bytes)
+        if self._steps >= self.task.max_steps or time.monotonic() - self._started >= self.task.agent_timeout:
+            obs, reward, _, _, vinfo = self._finish(terminated=False)
+            return self._last, reward, False, True, {**info, **vinfo}
+        return self._last, 0.0, False, False, info
+
+    def render(self):
+        return self._last if self.render_mode == "ansi" else None
+
+    def close(self):
+        self._close_sandbox()
+        if self._own_yard:
+            self.yard.close()
+
+    # ---- helpers ------------------------------------------------------------------------------------------
+
+    def _finish(self, terminated: bool):
+        self._shell = None
+        self.verdict = verify(self.yard, self.task, self.image, self.sandbox)  # closes the agent's sandbox
+        self.sandbox = None
+        reward = self.verdict.reward if self.verdict.reward is not None else 0.0
+        return self._last, reward, terminated, not terminated, self._verdict_info()
+
+    def _verdict_info(self) -> dict:
+        v = self.verdict
+        return {"reward": v.reward, "metrics": v.metrics, "infra_error": v.infra_error, "infra_detail": v.infra_detail,
+                "verifier_exit_code": v.exit_code, "verifier_output": v.output, "dropped": v.dropped,
+                "steps": self._steps}
+
+    def _close_sandbox(self):
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None
+        self._shell = None

@@ -1,0 +1,178 @@
+"""Rollouts: run policies on tasks, concurrently, and record each episode as an OpenAI-style trajectory."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
+
+from ..errors import BadInput
+from ..yard import Yard
+from .env import SUBMIT, TerminalEnv
+from .task import Task, load_task
+
+
+class Policy(Protocol):
+    name: str
+
+    def start(self, task: Task, instruction: str) -> None: ...
+
+    def act(self, observation: str) -> str:
+        """The next shell command, or `submit`."""
+
+
+class OraclePolicy:
+    """Runs the task's own solution/ (copied in through base64 shell commands), then submits."""
+
+    name = "oracle"
+
+    def start(self, task: Task, instruction: str) -> None:
+        sol = task.root / "solution"
+        if not (sol / "solve.sh").is_file():
+            raise BadInput(f"task {task.name} has no solution/solve.sh", fix="the oracle policy needs one")
+        self.actions = ["rm -rf /solution && mkdir -p /solution"]
+        for f in sorted(p for p in sol.rglob("*") if p.is_file()):
+            dest = "/solution/" + str(f.relative_to(sol))
+            data = base64.b64encode(f.read_bytes()).decode()
+            self.actions.append(f"mkdir -p {shlex.quote(str(Path(dest).parent))} && "
+                                f"printf %s {shlex.quote(data)} | base64 -d > {shlex.quote(dest)}")
+        self.actions += [f"cd {shlex.quote(task.workdir)} && bash /solution/solve.sh", SUBMIT]
+
+    def act(self, observation: str) -> str:
+        return self.actions.pop(0) if self.actions else SUBMIT
+
+
+class NoopPolicy:
+    """Submits at once: the do-nothing baseline every verifier must score 0."""
+
+    name = "noop"
+
+    def start(self, task: Task, instruction: str) -> None:
+        pass
+
+    def act(self, observation: str) -> str:
+        return SUBMIT
+
+
+class ReplayPolicy:
+    """Replays commands from a file: JSON list, JSONL of strings or {"command": ...}, or one command per line."""
+
+    name = "replay"
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise BadInput(f"replay file {self.path} does not exist")
+        text = self.path.read_text()
+        try:
+            data = json.loads(text)
+            commands = data if isinstance(data, list) else None
+        except ValueError:
+            commands = None
+        if commands is None:
+            commands = []
+            for line in filter(str.strip, text.splitlines()):
+                try:
+                    item = json.loads(line)
+                except ValueError:
+                    item = line
+                commands.append(item["command"] if isinstance(item, dict) else item)
+        if not all(isinstance(c, str) for c in commands):
+            raise BadInput(f"replay file {self.path}: every entry must be a command string")
+        self.commands = commands
+
+    def start(self, task: Task, instruction: str) -> None:
+        self.queue = list(self.commands)
+
+    def act(self, observation: str) -> str:
+        return self.queue.pop(0) if self.queue else SUBMIT
+
+
+def make_policy(spec: str) -> Callable[[], Policy]:
+    """`oracle`, `noop` or `replay:FILE` → a factory (each episode gets its own policy object)."""
+    if spec == "oracle":
+        return OraclePolicy
+    if spec == "noop":
+        return NoopPolicy
+    if spec.startswith("replay:"):
+        path = spec.split(":", 1)[1]
+        ReplayPolicy(path)  # validate now, not in every episode
+        return lambda: ReplayPolicy(path)
+    raise BadInput(f"unknown policy {spec!r}", fix="use oracle, noop or replay:FILE")
+
+
+@dataclass
+class Episode:
+    task: str
+    policy: str
+    reward: float | None
+    steps: int
+    wall_time: float
+    infra_error: str | None
+    infra_detail: str | None = None
+    metrics: dict = field(default_factory=dict)
+    trajectory: str | None = None
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def run_episode(yard: Yard, task: Task, policy: Policy, out_dir: Path | None = None) -> Episode:
+    """One episode: reset, let the policy act until it submits or a budget runs out, verify, record."""
+    env = TerminalEnv(task, yard=yard)
+    start = time.monotonic()
+    messages: list[dict] = []
+    try:
+        obs, info = env.reset()
+        messages.append({"role": "user", "content": task.instruction})
+        if info.get("infra_error"):
+            return Episode(task.name, policy.name, None, 0, time.monotonic() - start, info["infra_error"],
+                           info.get("infra_detail"))
+        policy.start(task, obs)
+        while True:
+            action = policy.act(obs)
+            call_id = f"call_{uuid.uuid4().hex[:12]}"
+            t0 = time.monotonic()
+            name = "submit" if action.strip() == SUBMIT else "bash"
+            arguments = {} if name == "submit" else {"command": action}
+            messages.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]})
+            obs, reward, terminated, truncated, info = env.step(action)
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": obs if name == "bash" else "submitted",
+                             "envyard": {"seconds": round(time.monotonic() - t0, 4), "exit_code": info.get("exit_code")}})
+            if terminated or truncated:
+                break
+        ep = Episode(task.name, policy.name, info.get("reward"), info.get("steps", 0), time.monotonic() - start,
+                     info.get("infra_error"), info.get("infra_detail"), info.get("metrics") or {})
+    finally:
+        env.close()
+    if out_dir is not None:
+        path = out_dir / f"{task.name}-{uuid.uuid4().hex[:8]}.jsonl"
+        with path.open("w") as f:
+            for m in messages:
+                f.write(json.dumps(m) + "\n")
+            f.write(json.dumps({"role": "envyard_result", **ep.to_dict()}) + "\n")
+        ep.trajectory = str(path)
+    return ep
+
+
+def run_rollouts(yard: Yard, tasks: list[Path], make: Callable[[], Policy], *, concurrency: int = 4,
+                 out_dir: Path | None = None, on_done: Callable[[Episode], None] | None = None) -> list[Episode]:
+    loaded = [load_task(t) for t in tasks]  # fail fast on a malformed task, before any sandbox starts
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+
+    def one(task: Task) -> Episode:
+        ep = run_episode(yard, task, make(), out_dir)
+        if on_done:
+            on_done(ep)
+        return ep
+
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        return list(pool.map(one, loaded))
