@@ -3,6 +3,7 @@
 # (SHA-256 fixed below; setup.sh generates the archive deterministically), the executable bit on
 # project/bin/run and the empty directory project/data/empty.
 set -u
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin   # ignore tools an agent may have added to /usr/local
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
 fail() { echo "FAIL: $*"; exit 1; }

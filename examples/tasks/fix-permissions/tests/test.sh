@@ -2,6 +2,7 @@
 # Verifier for fix-permissions: /app/run.sh must be executable, use LF line endings with its original lines
 # (SHA-256 of the LF version fixed below), and print exactly "ok" when executed directly.
 set -u
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin   # ignore tools an agent may have added to /usr/local
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
 fail() { echo "FAIL: $*"; exit 1; }

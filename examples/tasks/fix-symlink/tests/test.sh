@@ -2,6 +2,7 @@
 # Verifier for fix-symlink: /app/current must be a symlink resolving to /app/releases/1.10.2, and the
 # releases must be untouched.
 set -u
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin   # ignore tools an agent may have added to /usr/local
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
 fail() { echo "FAIL: $*"; exit 1; }

@@ -2,6 +2,7 @@
 # Verifier for git-commit. The first commit's id is deterministic (setup.sh fixes dates and identity), so
 # any rewrite of it is detected; notes.txt's blob id is fixed too.
 set -u
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin   # ignore tools an agent may have added to /usr/local
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
 fail() { echo "FAIL: $*"; exit 1; }

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Verifier for largest-file: /app/answer.txt must name archive/2023/q4/export-final.bin (relative to /app/data).
 set -u
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin   # ignore tools an agent may have added to /usr/local
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
 fail() { echo "FAIL: $*"; exit 1; }
@@ -8,7 +9,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 expected="archive/2023/q4/export-final.bin"
 f=/app/answer.txt
 [ -f "$f" ] || fail "$f does not exist"
-got=$(python3 -c 'import sys; print(open(sys.argv[1]).read().strip())' "$f" 2>/dev/null) || fail "cannot read $f"
+got=$(/usr/bin/python3 -I -c 'import sys; print(open(sys.argv[1]).read().strip())' "$f" 2>/dev/null) || fail "cannot read $f"
 got=${got#./}
 [ "$got" = "$expected" ] || fail "expected '$expected', got '$got'"
 

@@ -2,6 +2,7 @@
 # Verifier for python-bugfix-swe: runs the hidden unittest suite (fail-to-pass and pass-to-pass tests)
 # against the package in /app.
 set -u
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin   # ignore tools an agent may have added to /usr/local
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
 fail() { echo "FAIL: $*"; exit 1; }
@@ -10,7 +11,7 @@ expected_tests=17
 [ -f /app/mathlib/__init__.py ] || fail "/app/mathlib is missing"
 cd /app || fail "cannot enter /app"
 find /app/mathlib -name __pycache__ -prune -exec rm -rf {} + 2>/dev/null
-PYTHONPATH=/app PYTHONDONTWRITEBYTECODE=1 timeout 45 python3 -m unittest discover -s /tests -t /tests \
+PYTHONPATH=/app PYTHONDONTWRITEBYTECODE=1 timeout 45 /usr/bin/python3 -s -m unittest discover -s /tests -t /tests \
     -p 'test_*.py' -v > /tmp/unittest.log 2>&1
 rc=$?
 cat /tmp/unittest.log

@@ -3,13 +3,14 @@
 # app.py and the vendored package must be unchanged, and the greeting must really come from
 # /app/vendor/greetlib (with the package moved away, the app must stop working).
 set -u
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin   # ignore tools an agent may have added to /usr/local
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
 fail() { echo "FAIL: $*"; exit 1; }
 
 app_sha=686ae042b04df2558d8d5a42d3412f3f38c0dc18c2c5308dcc089429ad462d9c
 lib_sha=e4df03846230f64e28534d8032662d85ef3f6d4ca37c8338e2ce36b8edf7cc0f
-clean_env=(env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root LANG=C.UTF-8)
+clean_env=(env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8)
 
 [ "$(sha256sum < /app/app.py 2>/dev/null | cut -d' ' -f1)" = "$app_sha" ] || fail "/app/app.py was modified"
 [ -d /app/vendor/greetlib ] && [ ! -L /app/vendor/greetlib ] || fail "/app/vendor/greetlib is missing or moved"
@@ -17,7 +18,7 @@ clean_env=(env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root LANG=C.UTF-8)
     || fail "/app/vendor/greetlib/__init__.py was modified"
 extra=$(find /app/vendor/greetlib -mindepth 1 -not -path '*/__pycache__*' -not -name __init__.py)
 [ -z "$extra" ] || fail "unexpected files in /app/vendor/greetlib: $extra"
-copies=$(find /app -name 'greetlib*' -not -path '/app/vendor/greetlib' -not -path '/app/vendor/greetlib/*')
+copies=$(find /app -name 'greetlib*' ! -type l -not -path '/app/vendor/greetlib' -not -path '/app/vendor/greetlib/*')
 [ -z "$copies" ] || fail "greetlib copies or replacements found: $copies"
 
 # greetlib must not be importable without the app's configuration (no global install, no user-site .pth)

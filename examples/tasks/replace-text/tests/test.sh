@@ -2,10 +2,11 @@
 # Verifier for replace-text: the tree under /app/src must equal tests/expected/src byte for byte, with the
 # same set of files (nothing renamed, added or removed).
 set -u
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin   # ignore tools an agent may have added to /usr/local
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
 
-python3 - <<'PY' || exit 1
+/usr/bin/python3 -I - <<'PY' || exit 1
 import os, sys
 
 def tree(root):
