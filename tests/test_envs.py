@@ -126,7 +126,14 @@ TAMPERING = {
     "adds a sitecustomize hook": [
         "d=$(python3 -c 'import sysconfig;print(sysconfig.get_paths()[\"stdlib\"])'); "
         "printf 'import pathlib\\npathlib.Path(\"/app/answer.txt\").write_text(\"42\")\\n' > $d/sitecustomize.py"],
-    "replaces bash": ["printf '#!/bin/sh\\nmkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\\n' > /usr/bin/bash"],
+    "shadows python3 earlier on PATH": [
+        "printf '#!/bin/sh\\nmkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\\n' > /usr/local/sbin/python3"
+        " && chmod +x /usr/local/sbin/python3"],
+    "adds a user site hook": [
+        "d=$(python3 -m site --user-site) && mkdir -p $d && "
+        "printf 'import pathlib\\npathlib.Path(\\\"/app/answer.txt\\\").write_text(\\\"42\\\")\\n' > $d/usercustomize.py"],
+    "replaces bash": ["printf '#!/bin/sh\\nmkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\\n' > /tmp/b"
+                      " && chmod +x /tmp/b && mv /tmp/b /usr/bin/bash"],
 }
 
 
@@ -136,6 +143,19 @@ def test_tampering_cannot_raise_the_reward(yard, tmp_path, attack):
     ep = run_episode(yard, task, Scripted(*TAMPERING[attack]))
     assert ep.infra_error is None
     assert ep.reward == 0.0
+
+
+@pytest.mark.parametrize("attack", ["replaces python3", "adds a sitecustomize hook", "shadows python3 earlier on PATH",
+                                    "adds a user site hook", "replaces bash"])
+def test_each_attack_would_work_without_the_filter(yard, tmp_path, attack, monkeypatch):
+    """Proves the attacks above are real: with the filter switched off they do raise the reward."""
+    import importlib
+
+    verify_mod = importlib.import_module("envyard.envs.verify")
+
+    monkeypatch.setattr(verify_mod, "filter_agent_changes", lambda *a, **k: [])
+    task = load_task(make_task(tmp_path / "t"))
+    assert run_episode(yard, task, Scripted(*TAMPERING[attack])).reward == 1.0
 
 
 def test_honest_work_and_new_tools_are_kept(yard, tmp_path):

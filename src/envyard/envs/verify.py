@@ -20,15 +20,17 @@ from ..store.store import remove_tree
 from ..yard import Sandbox, Yard
 from .task import Task
 
-# Files of the image under these paths may not be replaced or deleted by the agent (new files are kept).
+# Files of the image under these paths may not be replaced or deleted by the agent (new files are kept, so
+# installing a package still counts). Tasks may add paths with [verifier].protected.
 DEFAULT_PROTECTED = (
-    "/bin/sh", "/bin/bash", "/bin/dash", "/usr/bin/sh", "/usr/bin/bash", "/usr/bin/dash", "/usr/bin/env",
-    "/usr/bin/python*", "/bin/python*", "/usr/local/bin/*", "/usr/lib/python3*", "/usr/local/lib/python3*",
-    "/etc/python3*",
-    "/lib64/ld-linux*", "/usr/lib64/ld-linux*", "/lib/x86_64-linux-gnu/ld-linux*",
-    "/usr/lib/x86_64-linux-gnu/ld-linux*", "/lib/aarch64-linux-gnu/ld-linux*", "/usr/lib/aarch64-linux-gnu/ld-linux*",
-    "/lib/x86_64-linux-gnu/libc.so*", "/usr/lib/x86_64-linux-gnu/libc.so*", "/etc/ld.so.*",
+    "/bin/*", "/sbin/*", "/usr/bin/*", "/usr/sbin/*", "/usr/local/bin/*", "/usr/local/sbin/*",
+    "/usr/lib/python3*", "/usr/local/lib/python3*", "/etc/python3*", "/root/.local/lib/python3*",
+    "/lib64/ld-linux*", "/usr/lib64/ld-linux*", "/lib/*-linux-gnu/ld-linux*", "/usr/lib/*-linux-gnu/ld-linux*",
+    "/lib/*-linux-gnu/libc.so*", "/usr/lib/*-linux-gnu/libc.so*", "/etc/ld.so.*", "/etc/environment",
 )
+# Directories that come before the system's on PATH: a new file there must not shadow an image command.
+SHADOWING_DIRS = ("/usr/local/sbin", "/usr/local/bin")
+SYSTEM_BIN_DIRS = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
 # Nothing the agent leaves here reaches the verifier.
 DROPPED = ("/tests", "/logs", "/solution", "/.envyard")
 # Files that change what an interpreter does at start-up; added under a protected path, they are dropped.
@@ -150,7 +152,8 @@ def filter_agent_changes(layer: Path, lowers: list[Path], protected: list[str]) 
                         pass
                 continue
             hook = any(fnmatch.fnmatchcase(name, h) for h in STARTUP_HOOKS)
-            if _is_whiteout(st) or _in_image(path, lowers) or hook:
+            shadows = rel_dir in SHADOWING_DIRS and any(_in_image(f"{d}/{name}", lowers) for d in SYSTEM_BIN_DIRS)
+            if _is_whiteout(st) or _in_image(path, lowers) or hook or shadows:
                 os.unlink(full)
                 dropped.append(path)
     return dropped
