@@ -247,3 +247,48 @@ def test_sixty_four_concurrent_episodes(yard, tmp_path):
     episodes = run_rollouts(yard, [root] * 64, OraclePolicy, concurrency=64)
     assert [e.reward for e in episodes] == [1.0] * 64
     assert not any(e.infra_error for e in episodes)
+
+
+# ---- batched and asyncio front-ends -------------------------------------------------------------------------
+
+
+def test_vector_env_send_recv(yard, tmp_path):
+    import time as _time
+
+    from envyard.envs import VectorTerminalEnv
+
+    root = make_task(tmp_path / "t")
+    venv = VectorTerminalEnv([root] * 4, yard=yard)
+    try:
+        obs, infos = venv.reset()
+        assert len(obs) == 4 and all("Write 42" in o for o in obs)
+        # one slow environment does not hold up the others
+        venv.send(["sleep 2", "echo 42 > /app/answer.txt", "echo 42 > /app/answer.txt", "true"], [0, 1, 2, 3])
+        start = _time.monotonic()
+        got = venv.recv(min_results=3)
+        assert _time.monotonic() - start < 1.5
+        assert sorted(got[5]) == [1, 2, 3]
+        rest = venv.recv()
+        assert rest[5] == [0]
+        obs, rewards, term, trunc, infos = venv.step(["submit"] * 4)
+        assert rewards == [0.0, 1.0, 1.0, 0.0] and all(term)
+        with pytest.raises(Exception):
+            venv.send(["true"], [7])
+    finally:
+        venv.close()
+
+
+def test_async_env(yard, tmp_path):
+    import asyncio
+
+    from envyard.envs import AsyncTerminalEnv
+
+    async def episode():
+        env = AsyncTerminalEnv(make_task(tmp_path / "t"), yard=yard)
+        await env.reset()
+        await env.step("echo 42 > /app/answer.txt")
+        _, reward, term, _, _ = await env.step("submit")
+        await env.close()
+        return reward, term
+
+    assert asyncio.run(episode()) == (1.0, True)
