@@ -111,7 +111,8 @@ class LocalSandbox(SandboxHandle):
             for d in (self.ipc, self.spill):
                 d.mkdir(parents=True)
             self.cg = backend.cgroups.create(self.id, spec.limits)
-            self.store.update_sandbox(self.id, cgroups=self.cg.dirs)
+            if self.cg.dirs:
+                self.store.update_sandbox(self.id, cgroups=self.cg.dirs)
             if attached is None:
                 self._start()
                 return
