@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -97,22 +99,25 @@ def test_help_lists_exactly_the_documented_commands(cli):
     r = cli("--help")
     expect(r, 0)
     top = help_commands(r.stdout)
-    assert {"run", "shell", "ps", "rm", "snapshot", "gc", "images", "rmi", "doctor", "demo", "base"} <= top
+    assert {"run", "shell", "ps", "rm", "snapshot", "gc", "images", "rmi", "doctor", "demo", "base", "task",
+            "rollout"} <= top
 
-    r = cli("base", "--help")
-    expect(r, 0)
-    base = help_commands(r.stdout)
-    assert base == {"pull", "import"}
+    groups = {"base": {"pull", "import"}, "task": {"check"}}
+    for group, expected in groups.items():
+        r = cli(group, "--help")
+        expect(r, 0)
+        assert help_commands(r.stdout) == expected, f"`envyard {group} --help`"
 
     headings = doc_headings()
-    documented_top = {words[0] for words in headings}
-    documented_base = {words[1] for words in headings if words[0] == "base" and len(words) > 1}
     # every command in the help has a heading, and every heading names a real command
-    assert top == documented_top
-    assert base == documented_base
-    for name in top - {"base"}:
+    assert top == {words[0] for words in headings}
+    for name in top - set(groups):
         assert [name] in headings, f"docs/cli.md has no heading for `envyard {name}`"
-    assert all(len(words) == 1 or words[0] == "base" for words in headings)
+    for group, expected in groups.items():
+        documented = {words[1] for words in headings if words[0] == group and len(words) > 1}
+        assert documented == expected, f"docs/cli.md headings for `envyard {group} ...`"
+        assert [group] not in headings, f"`envyard {group}` is a group; document its subcommands"
+    assert all(len(words) == 1 or (words[0] in groups and len(words) == 2) for words in headings)
 
 
 def test_version(cli):
@@ -162,6 +167,45 @@ def test_run_json_single_word_is_a_shell_script_and_exit_code_passes(cli):
 def test_run_json_timeout(cli):
     data = cli.json("run", "--json", "--timeout", "0.3", "host", "sleep", "30", code=124)
     assert data["timed_out"] is True
+
+
+def test_run_command_starting_with_dash_is_not_a_sandbox_option(cli):
+    # `--hostname evil` used to reach bwrap and rename the sandbox; now it is just a program that does not exist
+    r = cli("run", "host", "--hostname", "evil", "hostname")
+    expect(r, 127)
+    assert "evil" not in r.stdout
+    r = cli("run", "host", "hostname")
+    expect(r, 0)
+    assert r.stdout.startswith("envyard-")
+
+
+def test_run_missing_program_exits_127_in_both_modes(cli):
+    r = cli("run", "host", "no-such-program-xyz")
+    expect(r, 127)
+    assert "no-such-program-xyz" in r.stderr
+    data = cli.json("run", "--json", "host", "no-such-program-xyz", "arg", code=127)
+    assert data["exit_code"] == 127
+
+
+def test_run_attached_timeout(cli):
+    expect(cli("run", "--timeout", "0.3", "host", "sleep", "30"), 124)
+
+
+def test_run_bad_timeout(cli):
+    expect_error(cli("run", "--timeout", "0", "host", "true"), 125)
+
+
+def test_run_separator_alone_is_an_envyard_error(cli):
+    expect_error(cli("run", "host", "--"), 125)
+
+
+def test_error_messages_are_not_markup(cli):
+    r = cli("run", "-e", "[/x]", "host", "true")
+    expect_error(r, 125)
+    assert "[/x]" in r.stderr and "Traceback" not in r.stderr
+    r = cli("base", "import", "/tmp/[bold]nothing", "--name", "x")
+    expect_error(r, 2)
+    assert "/tmp/[bold]nothing" in r.stderr
 
 
 def test_run_unknown_image(cli):
@@ -225,6 +269,42 @@ def test_ps_json_is_a_list(cli):
 
 def test_rm_unknown_sandbox(cli):
     expect_error(cli("rm", "nosuchid"), 3)
+
+
+def test_rm_tries_every_id(cli):
+    r = cli("rm", "nosuch1", "nosuch2")
+    expect_error(r, 3)
+    assert "nosuch1" in r.stderr and "nosuch2" in r.stderr
+    assert cli.json("rm", "--json", "nosuch1", "nosuch2", code=3) == {
+        "removed": [], "errors": ["no sandbox nosuch1", "no sandbox nosuch2"]}
+
+
+def test_rmi_tries_every_name_and_exits_with_the_first_failure(cli):
+    data = cli.json("rmi", "--json", "Bad Name", "nosuch", code=2)
+    assert data["removed"] == [] and len(data["errors"]) == 2
+    data = cli.json("rmi", "--json", "nosuch", "Bad Name", code=3)
+    assert len(data["errors"]) == 2
+
+
+def test_rm_kills_a_running_run_sandbox(cli):
+    """`envyard run` records its sandbox's pid 1, so `envyard rm` ends the command (exit 137)."""
+    runner = subprocess.Popen([sys.executable, "-m", "envyard.cli.main", "run", "host", "sleep", "60"], env=cli.env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        recs = []
+        while time.monotonic() < deadline:
+            recs = [r for r in cli.json("ps", "--json") if r["owner_pid"] == runner.pid and r["init_pid"]]
+            if recs:
+                break
+            time.sleep(0.1)
+        assert recs, "the run sandbox never appeared in `envyard ps` with its init_pid"
+        assert cli.json("rm", "--json", recs[0]["id"]) == {"removed": [recs[0]["id"]], "errors": []}
+        assert runner.wait(timeout=20) == 137
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
 
 
 def test_snapshot_unknown_sandbox(cli):
@@ -337,6 +417,92 @@ def test_base_import_rootfs_tarball(cli, tmp_path):
     assert img["config"]["provenance"]["provider"] == "import"
     assert "clitest/imported:latest" in {i["name"] for i in cli.json("images", "--json")}
     expect(cli("rmi", "clitest/imported"), 0)
+
+
+# ---- tasks and rollouts ------------------------------------------------------------------------------------
+
+TASKS = REPO / "examples" / "tasks"
+HELLO = TASKS / "hello-file"
+
+
+def test_task_check_examples(cli):
+    r = cli("task", "check", str(TASKS))
+    expect(r, 0)
+    assert "✗" not in r.stdout
+    data = cli.json("task", "check", "--json", str(TASKS))
+    assert data["invalid"] == 0
+    assert data["tasks"] == len(data["problems"]) > 1
+    assert all(problems == [] for problems in data["problems"].values())
+
+
+def test_task_check_names_the_bad_field(cli, tmp_path):
+    task = tmp_path / "bad-task"
+    shutil.copytree(HELLO, task)
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace("[agent]\n", "[agent]\ntimeout_secs = 5\n", 1))
+    r = cli("task", "check", str(task))
+    expect(r, 2)
+    assert "agent.timeout_secs" in r.stdout
+    data = cli.json("task", "check", "--json", str(task), str(HELLO), code=2)
+    assert (data["tasks"], data["invalid"]) == (2, 1)
+    assert any("agent.timeout_secs: unknown field" in p for p in data["problems"][str(task)])
+    assert data["problems"][str(HELLO)] == []
+
+
+def test_task_check_not_a_task(cli, tmp_path):
+    expect_error(cli("task", "check", str(tmp_path / "missing")), 2)
+    expect_error(cli("task", "check", str(tmp_path)), 2)
+
+
+def test_rollout_oracle_solves(cli):
+    data = cli.json("rollout", str(HELLO), "--policy", "oracle", "--json")
+    assert data["summary"]["mean_reward"] == 1.0
+    assert data["summary"]["infra_failures"] == 0
+    assert data["summary"]["episodes"] == 1 and data["summary"]["solved"] == 1
+    [ep] = data["episodes"]
+    assert (ep["task"], ep["policy"], ep["reward"], ep["infra_error"]) == ("hello-file", "oracle", 1.0, None)
+    assert ep["steps"] > 0
+
+
+def test_rollout_noop_scores_zero(cli):
+    data = cli.json("rollout", str(HELLO), "--policy", "noop", "--json")
+    assert data["summary"]["mean_reward"] == 0.0
+    assert data["summary"]["solved"] == 0 and data["summary"]["infra_failures"] == 0
+    assert [(ep["reward"], ep["steps"]) for ep in data["episodes"]] == [(0.0, 0)]
+    r = cli("rollout", str(HELLO), "--policy", "noop")
+    expect(r, 0)
+    assert "0/1 solved" in r.stdout
+
+
+@pytest.mark.parametrize("opts", [["--policy", "replay:/nonexistent"], ["--concurrency", "0"],
+                                  ["--policy", "bogus"]])
+def test_rollout_bad_options_exit_2(cli, opts):
+    expect_error(cli("rollout", str(HELLO), *opts), 2)
+
+
+def test_rollout_out_dir(cli, tmp_path):
+    out = tmp_path / "out"
+    data = cli.json("rollout", str(HELLO), str(HELLO), "--policy", "noop", "--out", str(out), "--json")
+    trajectories = sorted(out.glob("*.jsonl"))
+    assert len(trajectories) == 2
+    assert sorted(p.name for p in out.iterdir()) == sorted([*(p.name for p in trajectories), "summary.json"])
+    assert sorted(ep["trajectory"] for ep in data["episodes"]) == [str(p) for p in trajectories]
+    assert json.loads((out / "summary.json").read_text()) == data
+    lines = [json.loads(line) for line in trajectories[0].read_text().splitlines()]
+    assert lines[0]["role"] == "user"
+    assert lines[-1]["role"] == "envyard_result" and lines[-1]["task"] == "hello-file"
+
+
+def test_rollout_infra_failure_exits_1(cli, tmp_path):
+    task = tmp_path / "broken-setup"
+    shutil.copytree(HELLO, task)
+    toml = task / "task.toml"
+    toml.write_text(re.sub(r'(?m)^name = .*$', 'name = "clitest-broken-setup"', toml.read_text()))
+    (task / "environment").mkdir()
+    (task / "environment" / "setup.sh").write_text("exit 3\n")
+    data = cli.json("rollout", str(task), "--json", code=1)
+    assert data["summary"]["infra_failures"] == 1 and data["summary"]["mean_reward"] is None
+    assert [(ep["infra_error"], ep["reward"]) for ep in data["episodes"]] == [("setup_failed", None)]
 
 
 # ---- store errors ---------------------------------------------------------------------------------------------

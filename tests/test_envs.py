@@ -292,3 +292,13 @@ def test_async_env(yard, tmp_path):
         return reward, term
 
     assert asyncio.run(episode()) == (1.0, True)
+
+
+def test_model_endpoint_failure_is_an_infra_error_and_the_run_goes_on(yard, tmp_path):
+    from envyard.envs import make_policy
+
+    root = make_task(tmp_path / "t")
+    factory = make_policy("openai:stand-in", base_url="http://127.0.0.1:9/v1")  # nothing listens on port 9
+    episodes = run_rollouts(yard, [root, root], factory, concurrency=2)
+    assert [(e.reward, e.infra_error) for e in episodes] == [(None, "policy_error")] * 2
+    assert "stand-in" in episodes[0].infra_detail

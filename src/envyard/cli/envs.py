@@ -46,7 +46,9 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
     @app.command()
     def rollout(
         tasks: list[Path] = typer.Argument(..., help="Task directories, or directories of tasks."),
-        policy: str = typer.Option("oracle", "--policy", "-p", help="oracle, noop, or replay:FILE."),
+        policy: str = typer.Option("oracle", "--policy", "-p", help="oracle, noop, replay:FILE or openai:MODEL."),
+        base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint for openai:MODEL "
+                                               "(default $OPENAI_BASE_URL); the key comes from $OPENAI_API_KEY."),
         concurrency: int = typer.Option(4, "--concurrency", "-c", help="Episodes at once."),
         out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Write one JSONL trajectory per episode here."),
         as_json: bool = typer.Option(False, "--json", help="Print the episodes and summary as JSON."),
@@ -61,7 +63,7 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
 
                 raise BadInput(f"--concurrency must be at least 1, got {concurrency}")
             found = find_tasks(tasks)
-            factory = make_policy(policy)
+            factory = make_policy(policy, base_url=base_url)
             yard = make_yard()
             progress = Progress(TextColumn("rollout"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                                 TextColumn("{task.description}"), console=err, disable=as_json or not err.is_terminal)

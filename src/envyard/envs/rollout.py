@@ -15,6 +15,7 @@ from typing import Callable, Protocol
 from ..errors import BadInput
 from ..yard import Yard
 from .env import SUBMIT, TerminalEnv
+from .openai_policy import PolicyError
 from .task import Task, load_task
 
 
@@ -94,8 +95,16 @@ class ReplayPolicy:
         return self.queue.pop(0) if self.queue else SUBMIT
 
 
-def make_policy(spec: str) -> Callable[[], Policy]:
-    """`oracle`, `noop` or `replay:FILE` → a factory (each episode gets its own policy object)."""
+def make_policy(spec: str, *, base_url: str | None = None, api_key: str | None = None) -> Callable[[], Policy]:
+    """`oracle`, `noop`, `replay:FILE` or `openai:MODEL` → a factory (each episode gets its own policy object).
+    `openai:` talks to any OpenAI-compatible endpoint (`base_url`, else $OPENAI_BASE_URL)."""
+    if spec.startswith("openai:"):
+        from .openai_policy import OpenAIPolicy
+
+        model = spec.split(":", 1)[1]
+        if not model:
+            raise BadInput("openai: needs a model name, e.g. openai:gpt-4o-mini")
+        return lambda: OpenAIPolicy(model, base_url=base_url, api_key=api_key)
     if spec == "oracle":
         return OraclePolicy
     if spec == "noop":
@@ -104,7 +113,7 @@ def make_policy(spec: str) -> Callable[[], Policy]:
         path = spec.split(":", 1)[1]
         ReplayPolicy(path)  # validate now, not in every episode
         return lambda: ReplayPolicy(path)
-    raise BadInput(f"unknown policy {spec!r}", fix="use oracle, noop or replay:FILE")
+    raise BadInput(f"unknown policy {spec!r}", fix="use oracle, noop, replay:FILE or openai:MODEL")
 
 
 @dataclass
@@ -150,13 +159,20 @@ def run_episode(yard: Yard, task: Task, policy: Policy, out_dir: Path | None = N
                 break
         ep = Episode(task.name, policy.name, info.get("reward"), info.get("steps", 0), time.monotonic() - start,
                      info.get("infra_error"), info.get("infra_detail"), info.get("metrics") or {})
+    except PolicyError as e:  # the model endpoint failed: an infrastructure failure, never a score of 0
+        steps = sum(1 for m in messages if m["role"] == "tool" and m["content"] != "submitted")
+        ep = Episode(task.name, policy.name, None, steps, time.monotonic() - start, PolicyError.infra_error, str(e))
     finally:
         env.close()
+    if getattr(policy, "usage", None):
+        ep.metrics = {**ep.metrics, "usage": policy.usage}
     if out_dir is not None:
         path = out_dir / f"{task.name}-{uuid.uuid4().hex[:8]}.jsonl"
         with path.open("w") as f:
             for m in messages:
                 f.write(json.dumps(m) + "\n")
+            if getattr(policy, "messages", None):  # what the model itself saw, when the policy is a model
+                f.write(json.dumps({"role": "envyard_policy_messages", "messages": policy.messages}) + "\n")
             f.write(json.dumps({"role": "envyard_result", **ep.to_dict()}) + "\n")
         ep.trajectory = str(path)
     return ep
