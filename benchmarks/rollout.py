@@ -434,10 +434,9 @@ class Bench:
                             f"{machine['memory_total_bytes'] / (1 << 30):.1f} GiB, kernel {machine['kernel']}, "
                             f"docker {machine['docker'] or 'n/a'}; {a.episodes_per_env} episodes × {a.steps} steps "
                             f"per environment")
-        for col in ("N", "envyard steps/s", "docker steps/s", "steps ratio", "envyard episodes/s",
-                    "docker episodes/s", "episodes ratio", "p50 step envyard", "p50 step docker", "target", "ok",
-                    "checks"):
-            table.add_column(col, justify="left" if col in ("target", "checks") else "right", overflow="fold")
+        for col in ("N", "steps/s envyard", "steps/s docker", "ratio", "episodes/s envyard", "episodes/s docker",
+                    "ratio ", "p50 step envyard", "p50 step docker", "target", "ok", "correct"):
+            table.add_column(col.strip(), justify="left" if col == "target" else "right", overflow="fold")
         targets = []
         for n in a.concurrency:
             e, d = self.get("envyard", n), self.get("docker", n)
@@ -450,20 +449,21 @@ class Bench:
                 target = f"steps ≥{TARGET_RATIO:.0f}× docker"
                 ok = None if ratio is None else ratio >= TARGET_RATIO
                 targets.append({"n": n, "steps_ratio": ratio, "min_ratio": TARGET_RATIO, "ok": ok})
-            checks = []
+            wrong = []  # every step's output and every verdict is checked, on both sides
             for r in (e, d):
                 if r and (r.bad_steps or r.failed_episodes):
-                    checks.append(f"{r.side}: {r.bad_steps} bad steps, {r.failed_episodes} failed episodes")
+                    wrong.append(f"{r.side} N={n}: {r.bad_steps} wrong steps, {r.failed_episodes} failed episodes")
             if e is None:
-                checks.append("envyard failed")
-            elif d is None and self.docker_ok:
-                checks.append("docker failed")
+                wrong.append(f"envyard N={n} did not finish")
+            if d is None and self.docker_ok:
+                wrong.append(f"docker N={n} did not finish")
+            self.notes.extend(wrong)
             table.add_row(
                 str(n), num(es), num(ds), num(ratio, ".0f", "×"), num(ee, ".2f"), num(de, ".2f"),
                 num(ep_ratio, ".1f", "×"), num(e and sbench.median(e.step_ms), ".2f", " ms"),
                 num(d and sbench.median(d.step_ms), ".1f", " ms"), target,
                 "" if ok is None else ("[green]✓[/]" if ok else "[red]✗[/]"),
-                "; ".join(checks) or "all steps and verdicts right")
+                "[red]✗[/]" if wrong else "[green]✓[/]")
         console.print(table)
 
         phases = Table(title="where an episode round's time goes (median per round of N episodes)")

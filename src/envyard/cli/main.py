@@ -415,9 +415,11 @@ def demo(
     out.print(t)
 
 
-from . import envs as _envs  # noqa: E402  (registers `task` and `rollout`)
+from . import envs as _envs  # noqa: E402  (command groups live in their own modules)
+from . import serve as _serve  # noqa: E402
 
-_envs.register(app, out, err, _fail, _emit_json, _yard)
+for _module in (_envs, _serve):
+    _module.register(app, out, err, _fail, _emit_json, _yard)
 
 
 def entry() -> None:

@@ -65,11 +65,13 @@ class Health(BaseModel):
     version: str
     envs: int = Field(description="Environments live now.")
     max_envs: int
-    idle_timeout: float | None = Field(description="Seconds of inactivity before an environment is closed (null: never).")
+    idle_timeout: float | None = Field(description="Seconds of inactivity before an environment is closed "
+                                                   "(null: never).")
 
 
 class TaskList(BaseModel):
-    tasks_root: str | None = Field(description="Directory tasks are named under; null when tasks are named by absolute path.")
+    tasks_root: str | None = Field(description="Directory tasks are named under; null when tasks are named by "
+                                               "absolute path.")
     tasks: list[str] = Field(description="Task names (directories holding a task.toml) accepted by POST /envs.")
 
 
@@ -234,7 +236,8 @@ class EnvTable:
         if self.tasks_root is not None:
             if "/" in ref or "\\" in ref or ref.startswith("."):
                 raise ApiError(400, f"task {ref!r} is not a task name",
-                               fix=f"name a directory directly under the tasks root {self.tasks_root} (GET /tasks lists them)")
+                               fix=f"name a directory directly under the tasks root {self.tasks_root} "
+                                   "(GET /tasks lists them)")
             path = self.tasks_root / ref
         else:
             path = Path(ref)
@@ -417,7 +420,9 @@ def create_app(yard: Yard, *, tasks_root: Path | None, max_envs: int = 64, idle_
         title="envyard", version=__version__, lifespan=lifespan,
         description="Agent environments over HTTP: create a TerminalEnv on a task, send shell commands, `submit` "
                     "(or POST verify) to end the episode and get the verifier's reward. Errors are "
-                    "`{\"error\", \"fix\"}`; infrastructure failures are reported in `info.infra_error`.",
+                    "`{\"error\", \"fix\"}`; infrastructure failures are reported in `info.infra_error`. "
+                    "WebSocket `/envs/{env_id}/ws` (not listed below): send `{\"action\": ...}`, receive a step "
+                    "result per message.",
     )
     app.state.envs = table
 
@@ -435,8 +440,8 @@ def create_app(yard: Yard, *, tasks_root: Path | None, max_envs: int = 64, idle_
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, e: StarletteHTTPException):
-        return JSONResponse(ErrorBody(error=str(e.detail), fix="see /docs for the endpoints").model_dump(exclude_none=True),
-                            status_code=e.status_code, headers=getattr(e, "headers", None))
+        body = ErrorBody(error=str(e.detail), fix="see /docs for the endpoints").model_dump(exclude_none=True)
+        return JSONResponse(body, status_code=e.status_code, headers=getattr(e, "headers", None))
 
     @app.exception_handler(EnvyardError)
     async def _envyard_error(request: Request, e: EnvyardError):
