@@ -181,7 +181,8 @@ def test_stdin_eof_ends_server_and_running_command(home):
         send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
               "params": {"name": "bash", "arguments": {"command": "echo started; sleep 60"}}})
         deadline = time.monotonic() + 10
-        while not Store(home).sandboxes():  # wait until the episode's sandbox is up
+        # wait until the episode's sandbox is up (not just the one building the task's image)
+        while not [r for r in Store(home).sandboxes() if r.image.startswith("task/")]:
             assert time.monotonic() < deadline, "the sandbox never started"
             time.sleep(0.05)
         time.sleep(0.3)
@@ -204,3 +205,76 @@ def test_bad_task_fails_before_serving(home, tmp_path):
     assert p.returncode != 0
     assert p.stdout == ""  # stdout is the protocol channel: errors go to stderr
     assert "error" in p.stderr
+
+
+def test_sigterm_closes_the_sandbox(home):
+    p = subprocess.Popen([*SERVER, str(HELLO)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True, cwd=ROOT,
+                         env={**os.environ, "ENVYARD_HOME": str(home), "PYTHONPATH": str(ROOT / "src")})
+    try:
+        p.stdin.write(json.dumps(INIT) + "\n" + json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+                      + "\n" + json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                           "params": {"name": "bash", "arguments": {"command": "sleep 60"}}}) + "\n")
+        p.stdin.flush()
+        assert json.loads(p.stdout.readline())["id"] == 1
+        deadline = time.monotonic() + 10
+        while not [r for r in Store(home).sandboxes() if r.image.startswith("task/")]:
+            assert time.monotonic() < deadline, "the sandbox never started"
+            time.sleep(0.05)
+        time.sleep(0.3)
+        p.terminate()
+        assert p.wait(timeout=10) == 128 + 15
+        assert Store(home).sandboxes() == []  # closed by the server itself, not left for gc
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+# ---- the episode logic in-process (no MCP): budgets and infrastructure errors --------------------------------
+
+
+def _task_copy(tmp_path: Path, name: str, max_steps: int = 30) -> Path:
+    import shutil
+
+    d = tmp_path / name
+    shutil.copytree(HELLO, d)
+    toml = (d / "task.toml").read_text()
+    (d / "task.toml").write_text(toml.replace('name = "hello-file"', f'name = "{name}"')
+                                 .replace("max_steps = 30", f"max_steps = {max_steps}"))
+    return d
+
+
+def test_step_budget_ends_the_episode(yard, tmp_path):
+    from envyard.envs import load_task
+    from envyard.serve.mcp_server import EpisodeOver, McpEpisode
+
+    ep = McpEpisode(yard, load_task(_task_copy(tmp_path, "two-steps", max_steps=2)))
+    try:
+        assert ep.bash("echo one").endswith("[exit code 0]")
+        last = ep.bash("printf 'Hello, world!\\n' > /app/hello.txt")
+        assert "episode over" in last and "budget" in last and "reward 1" in last
+        assert ep.result.truncated and ep.result.reward == 1.0
+        with pytest.raises(EpisodeOver, match="budget ran out; reward 1"):
+            ep.read_file("hello.txt")
+    finally:
+        ep.close()
+
+
+def test_setup_failure_is_an_infra_error(yard, tmp_path):
+    from envyard.envs import load_task
+    from envyard.serve.mcp_server import EpisodeOver, McpEpisode
+
+    d = _task_copy(tmp_path, "broken-setup")
+    (d / "environment").mkdir()
+    (d / "environment" / "setup.sh").write_text("exit 3\n")
+    ep = McpEpisode(yard, load_task(d))
+    try:
+        with pytest.raises(EpisodeOver, match="setup_failed"):
+            ep.bash("true")
+        result = ep.submit()
+        assert result.infra_error == "setup_failed" and result.reward == 0.0 and not result.passed
+        with pytest.raises(EpisodeOver, match="episode is over"):
+            ep.submit()
+    finally:
+        ep.close()

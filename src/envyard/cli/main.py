@@ -416,9 +416,10 @@ def demo(
 
 
 from . import envs as _envs  # noqa: E402  (command groups live in their own modules)
+from . import mcp as _mcp  # noqa: E402
 from . import serve as _serve  # noqa: E402
 
-for _module in (_envs, _serve):
+for _module in (_envs, _serve, _mcp):
     _module.register(app, out, err, _fail, _emit_json, _yard)
 
 

@@ -26,7 +26,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         idle_timeout: float = typer.Option(600, "--idle-timeout", help="Close environments idle this many seconds "
                                            "(0: never)."),
         step_timeout: float = typer.Option(60, "--step-timeout", help="Kill a command after this many seconds."),
-        log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
+        log_level: str = typer.Option("info", "--log-level", help="uvicorn log level: critical, error, warning, "
+                                      "info, debug or trace."),
     ):
         """Serve agent environments over HTTP and WebSocket (OpenAPI docs at /docs)."""
         try:
@@ -46,6 +47,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                 raise BadInput(f"--idle-timeout must be >= 0, got {idle_timeout}")
             if step_timeout <= 0:
                 raise BadInput(f"--step-timeout must be positive, got {step_timeout}")
+            if log_level not in ("critical", "error", "warning", "info", "debug", "trace"):
+                raise BadInput(f"unknown --log-level {log_level!r}", fix="critical, error, warning, info, debug or trace")
             yard = make_yard()
             web = create_app(yard, tasks_root=tasks, max_envs=max_envs, idle_timeout=idle_timeout or None,
                              step_timeout=step_timeout)

@@ -70,7 +70,10 @@ class ReplayPolicy:
         self.path = Path(path)
         if not self.path.is_file():
             raise BadInput(f"replay file {self.path} does not exist")
-        text = self.path.read_text()
+        try:
+            text = self.path.read_text()
+        except UnicodeDecodeError:
+            raise BadInput(f"replay file {self.path} is not UTF-8 text") from None
         try:
             data = json.loads(text)
             commands = data if isinstance(data, list) else None
@@ -83,9 +86,9 @@ class ReplayPolicy:
                     item = json.loads(line)
                 except ValueError:
                     item = line
-                commands.append(item["command"] if isinstance(item, dict) else item)
+                commands.append(item.get("command") if isinstance(item, dict) else item)
         if not all(isinstance(c, str) for c in commands):
-            raise BadInput(f"replay file {self.path}: every entry must be a command string")
+            raise BadInput(f"replay file {self.path}: every entry must be a command string or {{\"command\": ...}}")
         self.commands = commands
 
     def start(self, task: Task, instruction: str) -> None:
@@ -140,11 +143,9 @@ def run_episode(yard: Yard, task: Task, policy: Policy, out_dir: Path | None = N
     try:
         obs, info = env.reset()
         messages.append({"role": "user", "content": task.instruction})
-        if info.get("infra_error"):
-            return Episode(task.name, policy.name, None, 0, time.monotonic() - start, info["infra_error"],
-                           info.get("infra_detail"))
-        policy.start(task, obs)
-        while True:
+        if not info.get("infra_error"):
+            policy.start(task, obs)
+        while not info.get("infra_error"):
             action = policy.act(obs)
             call_id = f"call_{uuid.uuid4().hex[:12]}"
             t0 = time.monotonic()
@@ -181,7 +182,13 @@ def run_episode(yard: Yard, task: Task, policy: Policy, out_dir: Path | None = N
 def run_rollouts(yard: Yard, tasks: list[Path], make: Callable[[], Policy], *, concurrency: int = 4,
                  out_dir: Path | None = None, on_done: Callable[[Episode], None] | None = None) -> list[Episode]:
     loaded = [load_task(t) for t in tasks]  # fail fast on a malformed task, before any sandbox starts
+    if make().name == "oracle":
+        missing = [t.name for t in loaded if t.solution is None]
+        if missing:
+            raise BadInput(f"no solution/solve.sh in: {', '.join(missing)}", fix="the oracle policy needs one per task")
     if out_dir is not None:
+        if out_dir.exists() and not out_dir.is_dir():
+            raise BadInput(f"--out {out_dir} exists and is not a directory")
         out_dir.mkdir(parents=True, exist_ok=True)
 
     def one(task: Task) -> Episode:

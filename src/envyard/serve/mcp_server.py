@@ -88,6 +88,7 @@ class McpEpisode:
         self._closed = False
         self._setup_error: tuple[str, str] | None = None  # (kind, detail) when reset could not start a sandbox
         self.result: SubmitResult | None = None
+        self._ended_by = ""  # why the episode ended, for the "episode is over" message
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
@@ -99,6 +100,9 @@ class McpEpisode:
             return
         self._started = True
         _, info = self.env.reset(options={"task": self.task})
+        if self._closed:  # close() ran while the sandbox was starting: do not leave it behind
+            self.env.close()
+            raise EpisodeOver("the server is shutting down; the episode is over")
         if info.get("infra_error"):
             self._setup_error = (info["infra_error"], info.get("infra_detail") or "")
             log.warning("task %s: the sandbox did not start: %s", self.task.name, self._setup_error)
@@ -107,13 +111,12 @@ class McpEpisode:
         self._ensure_started()
         if self.result is not None:
             r = self.result
-            why = "the step or time budget ran out" if r.truncated else "submit was called"
-            raise EpisodeOver(f"the episode is over ({why}; reward {r.reward:g}"
+            raise EpisodeOver(f"the episode is over ({self._ended_by}; reward {r.reward:g}"
                               + (f", infrastructure error {r.infra_error}" if r.infra_error else "")
                               + "). Start a new `envyard mcp` server for a new episode.")
         if self._setup_error is not None:
             kind, detail = self._setup_error
-            raise EpisodeOver(f"the task's sandbox could not be started ({kind}): {detail}. "
+            raise EpisodeOver(f"the task's sandbox could not be started ({kind}): {detail.rstrip(': ')}. "
                               "This is an infrastructure error, not the agent's fault; call submit to end the episode.")
 
     @property
@@ -139,8 +142,8 @@ class McpEpisode:
             obs, reward, terminated, truncated, info = self.env.step(command)
             if terminated or truncated:  # the budget ran out (or the sandbox died): the verifier has already run
                 self.result = self._result(info, truncated=truncated)
-                note = ("the sandbox died" if info.get("infra_error") == "sandbox_died"
-                        else "the task's step or time budget ran out")
+                note = self._ended_by = ("the sandbox died" if info.get("infra_error") == "sandbox_died"
+                                         else "the task's step or time budget ran out")
                 obs += (f"\n[episode over: {note}; the verifier ran: reward {self.result.reward:g}"
                         + (f", infrastructure error {self.result.infra_error}" if self.result.infra_error else "")
                         + "]")
@@ -184,10 +187,12 @@ class McpEpisode:
             if self.result is None and self._setup_error is not None:  # nothing to verify: report the infra error
                 kind, detail = self._setup_error
                 self.result = SubmitResult(reward=0.0, passed=False, infra_error=kind, infra_detail=detail)
+                self._ended_by = "submit was called"
                 return self.result
             self._check_open()
             _, _, terminated, truncated, info = self.env.step("submit")
             self.result = self._result(info, truncated=truncated)
+            self._ended_by = "submit was called"
             return self.result
 
     def _result(self, info: dict, *, truncated: bool) -> SubmitResult:

@@ -1,0 +1,200 @@
+"""CI configuration and compose files, read as YAML and never run: GitHub Actions workflows, GitLab CI, Travis,
+CircleCI, Azure Pipelines, and docker-compose files. Yields Python version hints (matrices, setup-python,
+`image: python:3.X`), test and install commands from `run:`/`script:` lines, `apt-get install` packages,
+services (`services:` entries and environment variables)."""
+
+from __future__ import annotations
+
+from . import yamltext
+from .base import Sink
+from .knowledge import service_for_alias, service_for_image
+from .shell import record_apt, record_command, record_env
+from .specs import image_python_version, version_hint
+from .yamltext import Scalar
+
+_COMMAND_KEYS = {"run", "script", "before_script", "after_script", "install", "before_install", "command",
+                 "bash", "pwsh", "commands", "steps_script"}
+_VERSION_KEYS = {"python-version", "python_version", "python-versions", "python_versions"}
+_MATRIX_VERSION_KEYS = {"python", "py", "pythons", "python-version", "python_version", "python-versions"}
+_ENV_KEYS = {"env", "environment", "variables", "global"}
+
+
+def ci_files(sink: Sink) -> list[tuple[str, str]]:
+    """(path, system) for each CI configuration file."""
+    out = []
+    for rel in sink.files.under(".github/workflows"):
+        if rel.endswith((".yml", ".yaml")) and rel.count("/") == 2:
+            out.append((rel, "github-actions"))
+    for name, system in ((".gitlab-ci.yml", "gitlab-ci"), (".travis.yml", "travis"),
+                         (".circleci/config.yml", "circleci"), ("azure-pipelines.yml", "azure-pipelines"),
+                         ("appveyor.yml", "appveyor"), (".appveyor.yml", "appveyor")):
+        if sink.files.exists(name):
+            out.append((name, system))
+    return out
+
+
+def compose_files(sink: Sink) -> list[str]:
+    def wanted(path: str, name: str) -> bool:
+        return name.endswith((".yml", ".yaml")) and (name.startswith(("docker-compose", "compose")))
+    return [p for p in sink.files.matching(wanted, max_depth=1)
+            if "/" not in p or p.split("/", 1)[0] in ("docker", ".devcontainer", "ci", ".ci", "tests", "test")]
+
+
+def _documents(sink: Sink, rel: str) -> list:
+    text = sink.read(rel)
+    if text is None:
+        return []
+    try:
+        return yamltext.load_all(text)
+    except yamltext.YamlError as e:
+        sink.problem(rel, e.line, f"invalid YAML: {e}")
+        return []
+
+
+def read_ci(sink: Sink) -> None:
+    for rel, system in ci_files(sink):
+        for doc in _documents(sink, rel):
+            _Walker(sink, rel, system).walk(doc, ())
+
+
+def read_compose(sink: Sink) -> None:
+    for rel in compose_files(sink):
+        for doc in _documents(sink, rel):
+            services = doc.get("services") if isinstance(doc, dict) else None
+            if isinstance(services, dict):
+                _Walker(sink, rel, "compose").services(services)
+
+
+class _Walker:
+    def __init__(self, sink: Sink, rel: str, system: str):
+        self.sink, self.rel, self.system = sink, rel, system
+
+    def walk(self, node, path: tuple[str, ...]) -> None:
+        if isinstance(node, list):
+            for item in node:
+                self.walk(item, path)
+            return
+        if not isinstance(node, dict):
+            return
+        for key, value in node.items():
+            k = str(key).lower()
+            if k in _VERSION_KEYS or (k in _MATRIX_VERSION_KEYS and ("matrix" in path or "include" in path)) \
+                    or (self.system == "travis" and k == "python"):
+                self.versions(value, key)
+            if k in _COMMAND_KEYS and "with" not in path:
+                self.commands(value)
+            if k == "services":
+                self.services(value)
+                continue
+            if k in _ENV_KEYS:
+                self.env(value)
+            if k == "image":
+                self.image(value)
+            if k == "packages" and "apt" in path:               # Travis addons.apt.packages
+                for item in value if isinstance(value, list) else [value]:
+                    if isinstance(item, Scalar) and item.strip():
+                        self.sink.add("system_package", {"name": item.strip()}, self.rel, item.line,
+                                      f"{self.system}.addons.apt")
+                continue
+            self.walk(value, path + (k,))
+
+    def versions(self, value, key) -> None:
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, Scalar):
+                for part in item.split(",") if "," in item and "[" not in item else [item]:
+                    hint = version_hint(part)
+                    if hint:
+                        self.sink.add("python_hint", hint, self.rel, item.line, f"{self.system}.python-version")
+
+    def commands(self, value) -> None:
+        if isinstance(value, dict):                             # CircleCI `run: {name, command}`
+            value = value.get("command")
+        for item in value if isinstance(value, list) else [value]:
+            if not isinstance(item, Scalar):
+                continue
+            lines = [(item.line + k if item.line else None, text) for k, text in enumerate(item.splitlines())]
+            buf, start = "", None
+            for number, text in lines:
+                if start is None:
+                    start = number
+                if text.rstrip().endswith("\\"):
+                    buf += text.rstrip()[:-1] + " "
+                    continue
+                record_command(self.sink, (buf + text).strip(), self.rel, start, f"{self.system}.run")
+                buf, start = "", None
+            if buf.strip():
+                record_command(self.sink, buf.strip(), self.rel, start, f"{self.system}.run")
+            record_apt(self.sink, [(n or 0, t) for n, t in lines], self.rel, f"{self.system}.apt-get")
+
+    def services(self, value) -> None:
+        if isinstance(value, dict):                             # GitHub Actions, compose: name → definition
+            for name, definition in value.items():
+                image = None
+                if isinstance(definition, dict):
+                    image = definition.get("image")
+                    if isinstance(image, dict):
+                        image = image.get("name")
+                    self.env(definition.get("env") or definition.get("environment"), service_env=True)
+                    if image is None and "build" in definition:
+                        continue                                # the project's own container, not a dependency
+                elif isinstance(definition, Scalar):
+                    image = definition
+                self.service(str(name), image if isinstance(image, Scalar) else None, name)
+        elif isinstance(value, list):                           # GitLab (images), Travis (names)
+            for item in value:
+                if isinstance(item, dict):
+                    image = item.get("name")
+                    if isinstance(image, Scalar):
+                        self.service(str(item.get("alias") or image), image, image)
+                elif isinstance(item, Scalar):
+                    if self.system == "travis":
+                        self.service(str(item), None, item)
+                    else:
+                        self.service(str(item), item, item)
+
+    def service(self, name: str, image: Scalar | None, where) -> None:
+        service = (service_for_image(image) if image else None) or service_for_alias(name)
+        if service is None and image is None:
+            if self.system == "travis" and name not in ("docker", "xvfb"):
+                service = name
+            else:
+                return
+        if service is None:
+            service = image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+        value = {"name": service}
+        if image:
+            value["image"] = str(image)
+        self.sink.add("service", value, self.rel, getattr(where, "line", None), f"{self.system}.services")
+
+    def env(self, value, service_env: bool = False) -> None:
+        if service_env:
+            return                                              # a service's own settings (POSTGRES_PASSWORD...)
+        pairs: list[tuple[str, str | None, int | None]] = []
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if isinstance(v, (dict, list)):
+                    self.env(v)
+                    continue
+                pairs.append((str(k), str(v) if isinstance(v, Scalar) else None, getattr(k, "line", None)))
+        elif isinstance(value, list):
+            for item in value:
+                if isinstance(item, Scalar):
+                    for assignment in item.split():
+                        name, sep, v = assignment.partition("=")
+                        if sep:
+                            pairs.append((name, v, item.line))
+                elif isinstance(item, (dict, list)):
+                    self.env(item)
+        for name, v, line in pairs:
+            record_env(self.sink, name, v, self.rel, line, f"{self.system}.env")
+
+    def image(self, value) -> None:
+        if isinstance(value, dict):
+            value = value.get("name")
+        if isinstance(value, Scalar):
+            hint = image_python_version(value)
+            if hint:
+                self.sink.add("python_hint", hint, self.rel, value.line, f"{self.system}.image")
+        elif isinstance(value, list):                           # CircleCI docker: [{image: ...}]
+            for item in value:
+                self.image(item)
