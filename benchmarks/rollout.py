@@ -519,6 +519,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
+def cpu_busy(seconds: float = 2.0) -> float:
+    """Fraction of all CPUs busy over `seconds` (from /proc/stat): the load average lags by minutes."""
+    def sample():
+        v = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return sum(v), v[3] + v[4]  # total, idle + iowait
+    t0, i0 = sample()
+    time.sleep(seconds)
+    t1, i1 = sample()
+    return 1 - (i1 - i0) / max(1, t1 - t0)
+
+
 def _raise_interrupt(*_):
     raise KeyboardInterrupt
 
@@ -530,15 +541,17 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     bench = Bench(args)
     load0 = os.getloadavg()
+    busy0 = cpu_busy()
     try:
         bench.setup()
         machine = sbench.machine_info(find_bwrap(), bench.yard, bench.docker.version if bench.docker_ok else None)
         machine["loadavg_start"] = load0
+        machine["cpu_busy_before"] = round(busy0, 3)
         bench.measure()
         machine["loadavg_end"] = os.getloadavg()
-        if load0[0] > machine["nproc"] * 0.5:
-            bench.note(f"the machine was busy before the run (load average {load0[0]:.1f} on {machine['nproc']} "
-                       "CPUs): expect noisy numbers")
+        if busy0 > 0.25:
+            bench.note(f"the machine was busy before the run ({busy0:.0%} of the CPUs over 2 s; load average "
+                       f"{load0[0]:.1f}): expect noisy numbers")
         data = bench.report(machine, started)
         out = Path(args.json)
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -154,3 +154,15 @@ def test_bad_exec_arguments(sb):
         sb.exec("true", timeout=0)
     with pytest.raises(envyard.BadInput):
         sb.exec(42)
+
+
+def test_close_from_another_thread_ends_a_running_command(yard, host):
+    s = yard.sandbox(host)
+    sh = s.shell()
+    threading.Timer(0.3, s.close).start()
+    with pytest.raises(envyard.SandboxError):
+        sh.run("sleep 30")
+    s2 = yard.sandbox(host)
+    threading.Timer(0.3, s2.close).start()
+    with pytest.raises(envyard.SandboxError):
+        s2.exec("sleep 30")

@@ -9,6 +9,7 @@ host but the sandbox's directory, which leases let gc reclaim.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -436,7 +437,8 @@ class LocalSandbox(SandboxHandle):
             out = OutputBuffer(max_output, self.spill / f"{eid}.stdout")
             err = OutputBuffer(max_output, self.spill / f"{eid}.stderr")
             run = _Run(self, fifos["out"], fifos["err"], fifos["rc"], out, err)
-            code, timed_out = run.wait(timeout, finished=lambda lines: _last_exit(lines), cancel=cancel)
+            with self._closing_is_an_error():
+                code, timed_out = run.wait(timeout, finished=lambda lines: _last_exit(lines), cancel=cancel)
             duration = time.perf_counter() - start
         finally:
             for fd in fifos.values():
@@ -456,6 +458,16 @@ class LocalSandbox(SandboxHandle):
             stdout_file=str(out.spill_path) if out.truncated else None,
             stderr_file=str(err.spill_path) if err.truncated else None,
         )
+
+    @contextlib.contextmanager
+    def _closing_is_an_error(self):
+        """A close() from another thread pulls descriptors from under a running command: say so plainly."""
+        try:
+            yield
+        except (OSError, ValueError) as e:
+            if self._closed or self.proc is None:
+                raise SandboxClosed(f"sandbox {self.id} was closed while a command ran") from e
+            raise
 
     def shell(self) -> "LocalShell":
         self._check_open()
@@ -744,7 +756,8 @@ class LocalShell:
                 def on_timeout():
                     self.sb.kill_tree(self.shell_pid, keep_leader=True)
 
-                code, timed_out = run.wait(timeout, finished, on_timeout=on_timeout, cancel=cancel)
+                with self.sb._closing_is_an_error():
+                    code, timed_out = run.wait(timeout, finished, on_timeout=on_timeout, cancel=cancel)
                 if code == -9:  # the shell itself never answered: replace it
                     self._restart()
                     restarted = True

@@ -113,17 +113,17 @@ class _Walker:
             if not isinstance(item, Scalar):
                 continue
             lines = [(item.line + k if item.line else None, text) for k, text in enumerate(item.splitlines())]
-            buf, start = "", None
+            buf, start, state = "", None, {}
             for number, text in lines:
                 if start is None:
                     start = number
                 if text.rstrip().endswith("\\"):
                     buf += text.rstrip()[:-1] + " "
                     continue
-                record_command(self.sink, (buf + text).strip(), self.rel, start, f"{self.system}.run")
+                record_command(self.sink, (buf + text).strip(), self.rel, start, f"{self.system}.run", state=state)
                 buf, start = "", None
             if buf.strip():
-                record_command(self.sink, buf.strip(), self.rel, start, f"{self.system}.run")
+                record_command(self.sink, buf.strip(), self.rel, start, f"{self.system}.run", state=state)
             record_apt(self.sink, [(n or 0, t) for n, t in lines], self.rel, f"{self.system}.apt-get")
 
     def services(self, value) -> None:

@@ -99,7 +99,8 @@ def discover(sink: Sink) -> list[str]:
 
 
 def read_all(sink: Sink) -> None:
-    for rel in discover(sink):
+    # the root requirements.txt first, so that its facts read as the project's own rather than as an include
+    for rel in sorted(discover(sink), key=lambda p: (p != "requirements.txt", "/" in p, p)):
         role = "constraints" if rel.rsplit("/", 1)[-1].lower().startswith("constraint") else "requirements"
         kind = "constraint" if role == "constraints" else "dependency"
         read_file(sink, rel, kind=kind, role=role, via="requirements.file")
@@ -110,23 +111,23 @@ def read_file(sink: Sink, rel: str, *, kind: str = "dependency", fields: dict | 
               chain: tuple[str, ...] = ()) -> None:
     """Read one requirement file and follow its `-r` (requirements) and `-c` (constraints) includes, relative to
     the including file. Each file is read once per (kind, role, fields); include cycles are reported."""
-    done: set = sink.__dict__.setdefault("_requirement_files_done", set())
-    key = (rel, kind, role, repr(sorted((fields or {}).items())))
-    if key in done:
-        return
-    done.add(key)
     if not sink.files.exists(rel):
         where, line = included_from or (rel, None)
         sink.problem(where, line, f"requirement file {rel} not found")
-        return
-    text = sink.read(rel)
-    if text is None:
         return
     file_fact = {"path": rel, "role": role}
     if included_from:
         sink.add("requirements_file", file_fact, included_from[0], included_from[1], via)
     else:
         sink.add("requirements_file", file_fact, rel, None, via)
+    done: set = sink.__dict__.setdefault("_requirement_files_done", set())
+    key = (rel, kind, role, repr(sorted((fields or {}).items())))
+    if key in done:
+        return
+    done.add(key)
+    text = sink.read(rel)
+    if text is None:
+        return
     head = text[:2000].lower()
     if "pip-compile" in head or "uv pip compile" in head:
         sink.add("lock_file", "pip-tools" if "pip-compile" in head else "uv-pip-compile", rel, 1, "requirements.compiled")

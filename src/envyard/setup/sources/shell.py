@@ -174,15 +174,20 @@ def _script(toks: list[str]) -> Classified:
     return Classified(None, None)
 
 
-def record_command(sink: Sink, text: str, file: str, line: int | None, via: str, *, installs: bool = True) -> bool:
+def record_command(sink: Sink, text: str, file: str, line: int | None, via: str, *, installs: bool = True,
+                   state: dict | None = None) -> bool:
     """Record the test commands (and install commands) in one shell line; returns whether a test command was
-    found. Each test command also yields a test_runner fact when it names a runner."""
+    found. Each test command also yields a test_runner fact when it names a runner. A `cd DIR` before a command
+    is kept in the recorded command; pass the same `state` dict for successive lines of one script so that a
+    `cd` on one line applies to the next ones."""
     found = False
-    cwd = None
+    state = {} if state is None else state
+    cwd = state.get("cwd")
     for command in split_commands(text):
         toks = _tokens(command)
         if toks[:1] in (["cd"], ["pushd"]) and len(toks) == 2:
-            cwd = toks[1]                                   # keep the directory the command runs in
+            cwd = toks[1] if cwd is None or toks[1].startswith("/") else f"{cwd}/{toks[1]}"
+            state["cwd"] = cwd
             continue
         c = classify(command)
         literal = f"cd {cwd} && {command}" if cwd else command

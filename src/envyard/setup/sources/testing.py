@@ -135,8 +135,9 @@ def read_makefiles(sink: Sink) -> None:
                 if lines[j].startswith("\t"):
                     recipe.append((j + 1, lines[j].strip()))
                 j += 1
+            state: dict = {}
             for number, command in _join_continuations(recipe):
-                record_command(sink, command.lstrip("@-+ "), rel, number, f"Makefile:{target}")
+                record_command(sink, command.lstrip("@-+ "), rel, number, f"Makefile:{target}", state=state)
             record_apt(sink, recipe, rel, f"Makefile:{target}.apt-get")
             i = j
 
