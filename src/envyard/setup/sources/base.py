@@ -34,6 +34,9 @@ class Fact:
     def to_dict(self) -> dict:
         return {"kind": self.kind, "value": self.value, "file": self.file, "line": self.line, "via": self.via}
 
+    def __hash__(self) -> int:                      # values may be dicts: hash their canonical JSON
+        return hash(json.dumps(self.to_dict(), sort_keys=True, default=str))
+
 
 class RepoFiles:
     """The repository's files (POSIX paths relative to the root), found by one walk that skips caches, virtual

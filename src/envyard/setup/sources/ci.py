@@ -90,6 +90,11 @@ class _Walker:
                 self.env(value)
             if k == "image":
                 self.image(value)
+            if k == "docker" and self.system == "circleci" and isinstance(value, list):
+                for item in value[1:]:                          # secondary containers are services
+                    image = item.get("image") if isinstance(item, dict) else None
+                    if isinstance(image, Scalar):
+                        self.service(str(image), image, image)
             if k == "packages" and "apt" in path:               # Travis addons.apt.packages
                 for item in value if isinstance(value, list) else [value]:
                     if isinstance(item, Scalar) and item.strip():

@@ -81,4 +81,5 @@ def _env_pairs(rest: str) -> list[tuple[str, str]]:
     if "=" not in rest.split(None, 1)[0]:
         parts = rest.split(None, 1)                             # legacy form: ENV NAME value
         return [(parts[0], parts[1] if len(parts) > 1 else "")]
-    return [(m.group(1), m.group(2).strip("\"'")) for m in re.finditer(r"([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|\S*)", rest)]
+    pairs = re.finditer(r"([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|\S*)", rest)
+    return [(m.group(1), m.group(2).strip("\"'")) for m in pairs]

@@ -30,8 +30,10 @@ def read_layout(sink: Sink) -> None:
     if src_packages:
         sink.add("package_dir", "src", "src", None, "layout.src")
         for name, rel, namespace in src_packages:
-            sink.add("top_level_package", {"name": name, "path": f"src/{name}", **({"namespace": True} if namespace else {})},
-                     rel, None, "layout.src")
+            value = {"name": name, "path": f"src/{name}"}
+            if namespace:
+                value["namespace"] = True
+            sink.add("top_level_package", value, rel, None, "layout.src")
     for name, rel, _ in _packages_under(sink, ""):
         if name not in _NOT_PACKAGES and name != "src":
             sink.add("top_level_package", {"name": name, "path": name}, rel, None, "layout.flat")

@@ -78,7 +78,7 @@ def _read_session(sink: Sink, rel: str, fn, decorator: ast.expr, constants: dict
         if method in ("run", "run_always", "run_install") and args and args[0]:
             words = [a for a in args if a is not None]
             command = " ".join(words)
-            if classify(command).tool and classify(command).tool != "install":
+            if classify(command).tool not in (None, "install"):
                 found |= record_command(sink, command, rel, node.lineno, "nox.session.run")
         elif method == "install":
             _installs(sink, rel, node.lineno, args, f"nox:{name}")

@@ -162,14 +162,10 @@ def _build_system(doc: _Doc) -> None:
     else:
         sink.add("build_backend", "setuptools.build_meta:__legacy__", rel, pos.key_line("build-system"),
                  "pep517.default")
-    requires = build.get("requires")
-    if isinstance(requires, list):
-        for text, line in zip([r for r in requires if isinstance(r, str)],
-                              pos.locate(("build-system", "requires"), [r for r in requires if isinstance(r, str)])):
-            name = canonicalize_name(text.split(";")[0].split("[")[0].split("<")[0].split(">")[0].split("=")[0]
-                                     .split("~")[0].split("!")[0].strip() or "x")
-            if name in _NATIVE_REQUIRES:
-                sink.add("native_build", f"build requirement {name}", rel, line, "pep518.build-system.requires")
+    for fact in sink.of("build_requirement"):
+        name = canonicalize_name(fact.value.get("name") or "") if isinstance(fact.value, dict) else ""
+        if fact.file == rel and name in _NATIVE_REQUIRES:
+            sink.add("native_build", f"build requirement {name}", rel, fact.line, "pep518.build-system.requires")
 
 
 # ---------------------------------------------------------------------------------------------------- Poetry
@@ -263,7 +259,8 @@ def _poetry_requirement(name: str, entry: object) -> tuple[str, bool, tuple[str,
     if isinstance(entry.get("path"), str):
         return "", optional, (entry["path"], bool(entry.get("develop")))
     extras = entry.get("extras")
-    extras_text = f"[{','.join(e for e in extras if isinstance(e, str))}]" if isinstance(extras, list) and extras else ""
+    extras = [e for e in extras if isinstance(e, str)] if isinstance(extras, list) else []
+    extras_text = f"[{','.join(extras)}]" if extras else ""
     markers = []
     if isinstance(entry.get("markers"), str):
         markers.append(f"({entry['markers']})")

@@ -10,6 +10,7 @@ import tomllib
 from packaging.requirements import InvalidRequirement, Requirement
 
 from .base import Sink, resolve_rel
+from .shell import record_command
 from .specs import requirement_value, version_hint
 from .tomlpos import TomlPositions, error_line
 
@@ -130,7 +131,8 @@ def read_file(sink: Sink, rel: str, *, kind: str = "dependency", fields: dict | 
         return
     head = text[:2000].lower()
     if "pip-compile" in head or "uv pip compile" in head:
-        sink.add("lock_file", "pip-tools" if "pip-compile" in head else "uv-pip-compile", rel, 1, "requirements.compiled")
+        tool = "pip-tools" if "pip-compile" in head else "uv-pip-compile"
+        sink.add("lock_file", tool, rel, 1, "requirements.compiled")
     chain = chain + (rel,)
     for line, content in logical_lines(text):
         _read_line(sink, rel, line, content, kind, fields, role, chain)
@@ -235,7 +237,6 @@ def read_pipfile(sink: Sink, rel: str = "Pipfile") -> None:
                 sink.add("python_hint", hint, rel, pos.key_line("requires", key), f"pipfile.requires.{key}")
     scripts = data.get("scripts")
     if isinstance(scripts, dict):
-        from .shell import record_command
         for name, command in scripts.items():
             if isinstance(command, str):
                 record_command(sink, command, rel, pos.key_line("scripts", name), "pipfile.scripts")

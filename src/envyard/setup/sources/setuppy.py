@@ -74,8 +74,8 @@ class _Module:
             return out
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             return self.strings(node.left, depth + 1) + self.strings(node.right, depth + 1)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("list", "tuple", "sorted", "set") \
-                and len(node.args) == 1 and not node.keywords:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 1 \
+                and node.func.id in ("list", "tuple", "sorted", "set") and not node.keywords:
             return self.strings(node.args[0], depth + 1)
         raise Dynamic(node)
 
@@ -86,7 +86,7 @@ class _Module:
         if isinstance(node, ast.Name) and node.id in self.values and len(self.values[node.id]) == 1:
             value = self.values[node.id][0]
             if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                return [(value.value.strip(), node.lineno)]
+                return [(value.value.strip(), value.lineno)]     # where the text is, not where it is used
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left, right = self.string_items(node.left, depth + 1), self.string_items(node.right, depth + 1)
             if len(left) == len(right) == 1:

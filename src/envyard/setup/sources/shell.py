@@ -27,7 +27,7 @@ _ARG_OPTIONS = {"-n", "--name", "-p", "--prefix", "--with", "--extra", "--group"
 
 @dataclass(frozen=True)
 class Classified:
-    tool: str | None          # "pytest", "unittest", "nose", "django", "tox", "nox", "runtests", "make", ... or "install"
+    tool: str | None          # "pytest", "unittest", "nose", "django", "tox", "nox", "runtests", "make", "install"...
     runner: str | None        # one of RUNNERS when the command names a test runner
 
 
@@ -120,9 +120,7 @@ def _classify_head(toks: list[str]) -> Classified:
         return Classified("make", None)
     if head == "trial":
         return Classified("trial", None)
-    if head in ("pip", "pip3") and rest[:1] == ["install"] or head in ("poetry", "pdm", "pipenv") and \
-            rest[:1] in (["install"], ["sync"]) or head == "uv" and (rest[:1] == ["sync"] or rest[:2] == ["pip", "install"]) \
-            or head in ("conda", "mamba", "micromamba") and rest[:1] in (["install"], ["env"]):
+    if _is_install(head, rest):
         return Classified("install", None)
     if _PYTHON_RE.match(head) or head.startswith("python3."):
         i = 0
@@ -134,6 +132,18 @@ def _classify_head(toks: list[str]) -> Classified:
     if head in ("runtests.py", "manage.py", "setup.py"):
         return _script(toks)
     return Classified(None, None)
+
+
+def _is_install(head: str, rest: list[str]) -> bool:
+    if head in ("pip", "pip3"):
+        return rest[:1] == ["install"]
+    if head in ("poetry", "pdm", "pipenv"):
+        return rest[:1] in (["install"], ["sync"])
+    if head == "uv":
+        return rest[:1] == ["sync"] or rest[:2] == ["pip", "install"]
+    if head in ("conda", "mamba", "micromamba"):
+        return rest[:1] in (["install"], ["env"])
+    return False
 
 
 def _module(toks: list[str]) -> Classified:

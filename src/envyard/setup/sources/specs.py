@@ -114,17 +114,17 @@ def _poetry_clause(clause: str) -> list[str]:
     return [f"{op}{version}"]
 
 
-def _release(version: str) -> tuple[Version, list[int]]:
+def _release(version: str) -> list[int]:
+    """The release numbers of `version`, as many as were written (`1.2` → [1, 2], `1.2.3b1` → [1, 2, 3])."""
     try:
         v = Version(version)
     except InvalidVersion:
         raise ValueError(f"{version!r} is not a valid version") from None
-    given = len(version.split("+")[0].split("-")[0].split("."))
-    return v, list(v.release[:max(1, given)])
+    return list(v.release)
 
 
 def _caret(version: str) -> list[str]:
-    _, parts = _release(version)
+    parts = _release(version)
     nonzero = next((i for i, p in enumerate(parts) if p != 0), len(parts) - 1)
     upper = parts[:nonzero + 1]
     upper[-1] += 1
@@ -133,7 +133,7 @@ def _caret(version: str) -> list[str]:
 
 
 def _tilde(version: str) -> list[str]:
-    _, parts = _release(version)
+    parts = _release(version)
     keep = 2 if len(parts) >= 2 else 1
     upper = parts[:keep]
     upper[-1] += 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import tomllib
 
 from .base import Sink, resolve_rel
 from .ini import IniFile, IniValue, parse_ini
@@ -13,7 +14,7 @@ from .requirements import emit_requirement, read_file
 from .shell import record_command, record_env
 from .specs import tox_factor_version
 from .testing import ini_values, record_pytest_config
-from .tomlpos import TomlPositions
+from .tomlpos import TomlPositions, error_line
 
 _FACTOR_PREFIX_RE = re.compile(r"^!?[\w.{}!-]+(?:\s*,\s*!?[\w.{}!-]+)*\s*:\s+")
 
@@ -153,8 +154,6 @@ def _dep(sink: Sink, rel: str, number: int | None, text: str, label: str) -> Non
 # ---------------------------------------------------------------------------------------------------- TOML form
 
 def read_tox_toml(sink: Sink) -> None:
-    import tomllib
-    from .tomlpos import error_line
     for rel in sink.files.named("tox.toml", max_depth=0):
         text = sink.read(rel)
         if text is None:
