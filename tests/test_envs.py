@@ -302,3 +302,9 @@ def test_model_endpoint_failure_is_an_infra_error_and_the_run_goes_on(yard, tmp_
     episodes = run_rollouts(yard, [root, root], factory, concurrency=2)
     assert [(e.reward, e.infra_error) for e in episodes] == [(None, "policy_error")] * 2
     assert "stand-in" in episodes[0].infra_detail
+
+
+def test_unreadable_reward_is_an_infra_error(yard, tmp_path):
+    root = make_task(tmp_path / "t", tests="#!/bin/bash\necho 'not a number' > /logs/verifier/reward.txt\n")
+    ep = run_episode(yard, load_task(root), OraclePolicy())
+    assert ep.reward is None and ep.infra_error == "verifier_crashed" and "not a number" in ep.infra_detail

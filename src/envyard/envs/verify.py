@@ -8,9 +8,11 @@ verifier relies on, and the tests enter a fresh sandbox over image + filtered ch
 from __future__ import annotations
 
 import fnmatch
+import io
 import json
 import os
 import stat
+import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -176,8 +178,12 @@ def verify(yard: Yard, task: Task, image: Image, agent: Sandbox) -> Verdict:
     view = Image(name=image.name, layers=[*image.layers, layer.id], config=image.config, created=image.created)
     try:
         with yard.sandbox(view, network=task.verifier_network, limits=task.limits, workdir=task.workdir) as v:
-            v.exec("rm -rf /tests /logs && mkdir -p /logs/verifier /logs/agent")
-            v.upload(task.tests_dir, "/tests")
+            # One exec prepares /logs and unpacks the tests (each exec costs a few ms).
+            prep = v.exec(["/bin/sh", "-c", "rm -rf /tests /logs && mkdir -p /tests /logs/verifier /logs/agent"
+                           " && tar -x -f - -C /tests"], stdin=_tar_of(task.tests_dir), max_output=1 << 16)
+            if prep.exit_code != 0:
+                return Verdict(None, infra_error=INFRA_VERIFIER_CRASH, dropped=dropped,
+                               infra_detail=f"could not install the tests: {prep.stderr.strip()[-300:]}")
             command = ("bash /tests/test.sh" if (task.tests_dir / "test.sh").is_file()
                        else "python3 -m unittest discover -s /tests -p 'test*.py'")
             r = v.exec(command, cwd=task.workdir, timeout=task.verifier_timeout, max_output=64_000)
@@ -187,6 +193,9 @@ def verify(yard: Yard, task: Task, image: Image, agent: Sandbox) -> Verdict:
                                infra_error=INFRA_VERIFIER_TIMEOUT,
                                infra_detail=f"verifier ran past {task.verifier_timeout:.0f}s")
             reward, metrics = _read_reward(v, r.exit_code)
+            if reward is None:
+                return Verdict(None, metrics, r.exit_code, out, r.duration, dropped=dropped,
+                               infra_error=INFRA_VERIFIER_CRASH, infra_detail=metrics["reward_error"])
             return Verdict(reward, metrics, r.exit_code, out, r.duration, dropped=dropped)
     except EnvyardError as e:
         return Verdict(None, infra_error=INFRA_VERIFIER_CRASH, infra_detail=str(e), dropped=dropped)
@@ -194,16 +203,32 @@ def verify(yard: Yard, task: Task, image: Image, agent: Sandbox) -> Verdict:
         store.remove_layer(layer.id)
 
 
-def _read_reward(v: Sandbox, exit_code: int) -> tuple[float, dict]:
-    try:
-        data = json.loads(v.read_file("/logs/verifier/reward.json"))
+def _tar_of(directory: Path) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(directory, arcname=".")
+    return buf.getvalue()
+
+
+def _read_reward(v: Sandbox, exit_code: int) -> tuple[float | None, dict]:
+    """reward.json, else reward.txt, else the verifier's exit code — read in one exec. None when the file holds
+    no number: a broken verifier is the task's fault, not the agent's."""
+    r = v.exec(["/bin/sh", "-c", "cd /logs/verifier 2>/dev/null || exit 0; for f in reward.json reward.txt; do"
+                " if [ -f $f ]; then printf '%s\\n' $f; cat $f; exit 0; fi; done"], max_output=1 << 20)
+    name, _, body = r.stdout.partition("\n")
+    if name == "reward.json":
+        try:
+            data = json.loads(body)
+        except ValueError:
+            data = None
         if isinstance(data, dict) and isinstance(data.get("reward"), (int, float)):
             return float(data["reward"]), {k: val for k, val in data.items() if k != "reward"}
         if isinstance(data, (int, float)):
             return float(data), {}
-    except (FileNotFoundError, ValueError):
-        pass
-    try:
-        return float(v.read_file("/logs/verifier/reward.txt").decode().strip()), {}
-    except (FileNotFoundError, ValueError):
-        return (1.0 if exit_code == 0 else 0.0), {"reward_from": "exit_code"}
+        return None, {"reward_error": "reward.json holds no number under 'reward'"}
+    if name == "reward.txt":
+        try:
+            return float(body.strip()), {}
+        except ValueError:
+            return None, {"reward_error": f"reward.txt is not a number: {body.strip()[:80]!r}"}
+    return (1.0 if exit_code == 0 else 0.0), {"reward_from": "exit_code"}
