@@ -166,3 +166,15 @@ def test_close_from_another_thread_ends_a_running_command(yard, host):
     threading.Timer(0.3, s2.close).start()
     with pytest.raises(envyard.SandboxError):
         s2.exec("sleep 30")
+
+
+def test_output_streams_to_a_callback_as_it_arrives(sb):
+    got = []
+    r = sb.exec("echo a; sleep 0.2; echo b >&2; sleep 0.2; echo c",
+                on_output=lambda stream, chunk: got.append((stream, chunk, time.monotonic())))
+    assert [(s, c) for s, c, _ in got] == [("stdout", b"a\n"), ("stderr", b"b\n"), ("stdout", b"c\n")]
+    assert got[-1][2] - got[0][2] > 0.3  # delivered while the command ran, not at the end
+    assert r.stdout == "a\nc\n"
+    sh_got = []
+    sb.shell().run("echo x; echo y >&2", on_output=lambda s, c: sh_got.append((s, c)))
+    assert sorted(sh_got) == [("stderr", b"y\n"), ("stdout", b"x\n")]

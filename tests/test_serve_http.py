@@ -257,7 +257,7 @@ def test_websocket_episode(client, yard):
     env_id = create(client)
     with client.websocket_connect(f"/envs/{env_id}/ws") as ws:
         ws.send_json({"action": HELLO})
-        step = ws.receive_json()
+        step = ws.receive_json()  # HELLO prints nothing, so no output messages come first
         assert step["observation"] == "[exit code 0]" and step["terminated"] is False
         ws.send_text("not json")
         assert ws.receive_json()["status"] == 400
@@ -274,6 +274,29 @@ def test_websocket_episode(client, yard):
         assert ws.receive_json()["reward"] == 0.0
     # disconnecting after the episode ended keeps the env (it can be reset)
     assert client.get(f"/envs/{env_id}").json()["episode"] == 2
+
+
+def test_websocket_streams_output_before_the_step_result(client):
+    env_id = create(client)
+    with client.websocket_connect(f"/envs/{env_id}/ws") as ws:
+        ws.send_json({"action": "for i in 1 2 3; do echo line$i; sleep 0.2; done; echo oops >&2"})
+        chunks = []
+        while True:
+            message = ws.receive_json()
+            if message.get("type") != "output":
+                break
+            chunks.append(message)
+        assert "".join(c["data"] for c in chunks if c["stream"] == "stdout") == "line1\nline2\nline3\n"
+        assert "".join(c["data"] for c in chunks if c["stream"] == "stderr") == "oops\n"
+        assert len([c for c in chunks if c["stream"] == "stdout"]) >= 2  # it arrived in pieces, as it ran
+        assert "line3" in message["observation"] and message["info"]["exit_code"] == 0
+        ws.send_json({"action": "head -c 3000000 /dev/zero | tr '\\0' a"})
+        streamed = 0
+        while (message := ws.receive_json()).get("type") == "output":
+            streamed += len(message["data"])
+            last = message
+        assert streamed <= 1 << 20 and last.get("truncated") is True
+        assert "characters cut" in message["observation"]
 
 
 def test_websocket_disconnect_mid_episode_reaps_the_sandbox(client, yard):

@@ -191,18 +191,19 @@ class Sandbox:
 
     def exec(self, cmd: str | list[str], *, timeout: float | None = None, cwd: str | None = None,
              env: dict[str, str] | None = None, stdin: bytes | str | None = None,
-             max_output: int | None = DEFAULT_MAX_OUTPUT, cancel=None) -> ExecResult:
+             max_output: int | None = DEFAULT_MAX_OUTPUT, cancel=None, on_output=None) -> ExecResult:
         """Run `cmd` (a shell string for /bin/sh, or an argv list) and wait for it.
 
         A timeout kills the command's whole process tree and sets `timed_out`. A missing program is exit code
         127, as in a shell. Output beyond `max_output` bytes per stream is cut from the middle (see ExecResult).
+        `on_output(stream, chunk)`, if given, is called with each chunk of "stdout"/"stderr" as it arrives.
         """
         if not isinstance(cmd, (str, list)):
             raise BadInput("cmd must be a shell string or a list of arguments")
         if timeout is not None and timeout <= 0:
             raise BadInput(f"timeout must be positive, got {timeout}")
         return self._h.exec(cmd, timeout=timeout, cwd=self._path(cwd) if cwd else None, env=env, stdin=stdin,
-                            max_output=max_output, cancel=cancel)
+                            max_output=max_output, cancel=cancel, on_output=on_output)
 
     def shell(self) -> LocalShell:
         """A persistent shell session: `run(cmd, timeout=...)` keeps cwd and variables between commands."""

@@ -89,7 +89,8 @@ class TerminalEnv(gym.Env):
         self._last = printable(self.task.instruction)
         return self._last, info
 
-    def step(self, action: str):
+    def step(self, action: str, on_output=None):
+        """gymnasium's step; `on_output(stream, chunk)` (not part of gymnasium) streams the command's output."""
         if self.task is None:
             raise EnvyardError("step() before reset()", fix="call reset() first")
         if self.verdict is not None or self.sandbox is None:  # finished, or the sandbox never started
@@ -100,7 +101,8 @@ class TerminalEnv(gym.Env):
         self._steps += 1
         info: dict = {"step": self._steps}
         try:
-            r = self._shell.run(action, timeout=self.step_timeout, max_output=self.observation_bytes * 4)
+            r = self._shell.run(action, timeout=self.step_timeout, max_output=self.observation_bytes * 4,
+                                on_output=on_output)
         except EnvyardError as e:
             self.verdict = Verdict(None, infra_error=INFRA_SANDBOX, infra_detail=str(e))
             self._close_sandbox()

@@ -417,7 +417,7 @@ class LocalSandbox(SandboxHandle):
     # ---- exec ---------------------------------------------------------------------------------------------
 
     def exec(self, cmd, *, timeout=None, cwd=None, env=None, stdin=None, max_output=DEFAULT_MAX_OUTPUT,
-             cancel: "Cancel | None" = None) -> ExecResult:
+             cancel: "Cancel | None" = None, on_output=None) -> ExecResult:
         self._check_open()
         eid = f"x{next(self._ids)}"
         base = self.ipc / eid
@@ -434,8 +434,8 @@ class LocalSandbox(SandboxHandle):
             oom_before = self.cg.oom_kills()
             start = time.perf_counter()
             runner = self._hand_to_runner(eid, stdin is not None)
-            out = OutputBuffer(max_output, self.spill / f"{eid}.stdout")
-            err = OutputBuffer(max_output, self.spill / f"{eid}.stderr")
+            out = OutputBuffer(max_output, self.spill / f"{eid}.stdout", _stream_to(on_output, "stdout"))
+            err = OutputBuffer(max_output, self.spill / f"{eid}.stderr", _stream_to(on_output, "stderr"))
             run = _Run(self, fifos["out"], fifos["err"], fifos["rc"], out, err)
             with self._closing_is_an_error():
                 code, timed_out = run.wait(timeout, finished=lambda lines: _last_exit(lines), cancel=cancel)
@@ -540,6 +540,10 @@ def copy_upper(store: Store, sandbox_dir: Path, pid_ns: int, init_pid: int) -> P
     except OSError:
         pass
     return dest
+
+
+def _stream_to(on_output, stream: str):
+    return None if on_output is None else (lambda chunk: on_output(stream, chunk))
 
 
 def _last_exit(lines: list[str]) -> int | None:
@@ -723,7 +727,8 @@ class LocalShell:
         return not self._closed and self.sb.alive and not any(l.startswith("exit ") for l in self.rc.lines)
 
     def run(self, command: str, *, timeout: float | None = None, max_output: int | None = DEFAULT_MAX_OUTPUT,
-            cancel: Cancel | None = None) -> ExecResult:
+            cancel: Cancel | None = None, on_output=None) -> ExecResult:
+        """Run one command in the session. `on_output(stream, chunk)`, if given, sees output as it arrives."""
         if self._closed:
             raise SandboxClosed(f"shell session {self.id} is closed")
         with self._lock:
@@ -738,8 +743,8 @@ class LocalShell:
                 for kind in ("out", "err"):
                     os.mkfifo(base.with_suffix("." + kind), 0o600)
                     fds.append(os.open(base.with_suffix("." + kind), os.O_RDONLY | os.O_NONBLOCK))
-                out = OutputBuffer(max_output, self.sb.spill / f"{self.id}-{n}.stdout")
-                err = OutputBuffer(max_output, self.sb.spill / f"{self.id}-{n}.stderr")
+                out = OutputBuffer(max_output, self.sb.spill / f"{self.id}-{n}.stdout", _stream_to(on_output, "stdout"))
+                err = OutputBuffer(max_output, self.sb.spill / f"{self.id}-{n}.stderr", _stream_to(on_output, "stderr"))
                 start = time.perf_counter()
                 os.write(self.cmd_fd, f"{n}\n".encode())
                 run = _Run(self.sb, fds[0], fds[1], self.rc.fd, out, err, rc_lines=self.rc)

@@ -13,7 +13,8 @@ class OutputBuffer:
     """Keeps the first and last `limit/2` bytes of a stream in memory; once the stream outgrows `limit`
     the whole stream is written to `spill_path` so nothing is lost."""
 
-    def __init__(self, limit: int | None, spill_path: Path):
+    def __init__(self, limit: int | None, spill_path: Path, on_chunk=None):
+        self.on_chunk = on_chunk  # called with each chunk as it arrives (streaming to a client)
         self.limit = limit
         self.spill_path = spill_path
         self.total = 0
@@ -23,6 +24,8 @@ class OutputBuffer:
         self._spill = None
 
     def feed(self, data: bytes) -> None:
+        if self.on_chunk is not None:
+            self.on_chunk(data)
         self.total += len(data)
         if self.limit is None:
             self._head += data

@@ -16,6 +16,7 @@ errors: the environment reports them in `info["infra_error"]`, as TerminalEnv do
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import functools
 import json
@@ -310,12 +311,12 @@ class EnvTable:
             finally:
                 slot.last_used = time.monotonic()
 
-    async def step(self, slot: _Slot, action: str) -> StepResult:
+    async def step(self, slot: _Slot, action: str, on_output=None) -> StepResult:
         async with self.using(slot):
             if slot.done:
                 raise ApiError(409, f"the episode of environment {slot.id!r} is over",
                                fix=f"POST /envs/{slot.id}/reset starts a new episode; DELETE /envs/{slot.id} frees it")
-            obs, reward, terminated, truncated, info = await self.run(slot.env.step, action)
+            obs, reward, terminated, truncated, info = await self.run(slot.env.step, action, on_output=on_output)
             if action.strip() != SUBMIT:
                 slot.steps += 1
             reward = float(reward) if math.isfinite(reward) else 0.0
@@ -499,8 +500,10 @@ def create_app(yard: Yard, *, tasks_root: Path | None, max_envs: int = 64, idle_
 
     @app.websocket("/envs/{env_id}/ws")
     async def env_ws(websocket: WebSocket, env_id: str):
-        """Send `{"action": "..."}` (or `{"reset": true}`), receive one JSON message per step (or reset). Errors
-        arrive as `{"error", "fix", "status"}`. Disconnecting mid-episode closes the environment."""
+        """Send `{"action": "..."}` (or `{"reset": true}`). While the command runs, its output streams as
+        `{"type": "output", "stream": "stdout"|"stderr", "data": ...}` messages (up to 1 MiB per step); then one
+        JSON message carries the step (or reset) result. Errors arrive as `{"error", "fix", "status"}`.
+        Disconnecting mid-episode closes the environment."""
         await websocket.accept()
         slot = table.slots.get(env_id)
         if slot is None or slot.websocket:
@@ -522,7 +525,9 @@ def create_app(yard: Yard, *, tasks_root: Path | None, max_envs: int = 64, idle_
                         instruction, info = await table.reset(slot)
                         reply = EnvCreated(env_id=slot.id, instruction=instruction, info=_jsonable(info)).model_dump()
                     else:
-                        reply = (await table.step(slot, Action.model_validate(request).action)).model_dump()
+                        action = Action.model_validate(request).action
+                        async with _OutputStream(websocket) as stream:
+                            reply = (await table.step(slot, action, on_output=stream.feed)).model_dump()
                 except ApiError as e:
                     await _ws_send_error(websocket, e)
                     if slot.closed:  # deleted or expired under us
@@ -543,6 +548,49 @@ def create_app(yard: Yard, *, tasks_root: Path | None, max_envs: int = 64, idle_
                 await table.close(slot, "WebSocket disconnected mid-episode")
 
     return app
+
+
+STREAM_LIMIT = 1 << 20  # bytes of output streamed per step; the step result still carries the observation
+
+
+class _OutputStream:
+    """Forwards a running command's output to the WebSocket as {"type": "output", "stream", "data"} messages.
+
+    `feed` is called on the worker thread running the step; it hands chunks to the event loop, where a task
+    sends them in order. On exit every chunk has been sent, so the step result always comes last."""
+
+    def __init__(self, websocket: WebSocket):
+        self.websocket = websocket
+        self.loop = asyncio.get_running_loop()
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.sent = 0
+        self.decoders = {name: codecs.getincrementaldecoder("utf-8")("replace") for name in ("stdout", "stderr")}
+
+    def feed(self, stream: str, chunk: bytes) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, (stream, chunk))
+
+    async def _pump(self) -> None:
+        while True:
+            item = await self.queue.get()
+            if item is None:
+                return
+            stream, chunk = item
+            if self.sent >= STREAM_LIMIT:
+                continue
+            text = self.decoders[stream].decode(chunk[: STREAM_LIMIT - self.sent])
+            self.sent += len(chunk)
+            message = {"type": "output", "stream": stream, "data": text}
+            if self.sent >= STREAM_LIMIT:
+                message["truncated"] = True  # the rest is in the step result's (cut) observation
+            await self.websocket.send_json(message)
+
+    async def __aenter__(self) -> "_OutputStream":
+        self.task = asyncio.create_task(self._pump())
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.queue.put_nowait(None)
+        await self.task
 
 
 def _ws_request(message: dict) -> dict:
