@@ -1,0 +1,66 @@
+"""`envyard setup`: turn a repository into a verified environment (first version: local directories)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ..errors import BadInput, EnvyardError
+
+
+def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
+    @app.command()
+    def setup(
+        source: str = typer.Argument(..., help="The project: a local directory (git URLs, pypi: and tarballs are planned)."),
+        name: Optional[str] = typer.Option(None, "--name", "-n", help="Image name (default: setup/<directory name>)."),
+        out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Contract directory (default: ./envyard-contract/<name>)."),
+        timeout: float = typer.Option(1800, "--timeout", help="Limit for each install step and for the test run (s)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    ):
+        """Install a Python project in a sandbox, verify it level by level, save it as an image with a contract.
+
+        Levels: L0 install · L1 imports · L2 missing imports (not yet) · L3 tests collected · L4 tests run.
+        Exit 0 when L3 or better is reached, 1 when not (the reason is printed), 2 on bad input."""
+        from ..setup.engine import setup_directory, write_contract
+        from ..store import parse_image_name
+
+        try:
+            if re.match(r"^(pypi:|git\+|https?://|git@)", source) or source.endswith((".tar.gz", ".tgz", ".zip")):
+                raise BadInput(f"{source}: only local directories are supported in this version",
+                               fix="clone or unpack the project, then run `envyard setup DIR`")
+            src = Path(source)
+            if not src.is_dir():
+                raise BadInput(f"{source}: not a directory", fix="give the path of a project checkout")
+            image = parse_image_name(name or "setup/" + re.sub(r"[^a-z0-9._-]", "-", src.resolve().name.lower()).strip("-."))
+            if timeout <= 0:
+                raise BadInput(f"--timeout must be positive, got {timeout}")
+            yard = make_yard()
+            with err.status("envyard setup", spinner="dots") as status:
+                result, ev = setup_directory(yard, src, image, step_timeout=timeout, test_timeout=timeout,
+                                             on_progress=lambda msg: status.update(escape(msg)))
+            contract = write_contract(out_dir or Path("envyard-contract") / image.split(":")[0].replace("/", "-"), result, ev)
+        except EnvyardError as e:
+            fail(e)
+        data = {**result.to_dict(), "contract": str(contract)}
+        if as_json:
+            emit_json(data)
+        else:
+            t = Table("LEVEL", "CHECK", "RESULT", "DETAIL", "TIME (s)")
+            for lv in result.levels:
+                mark = "[green]✓[/]" if lv.ok else "[red]✗[/]" if lv.ok is False else "–"
+                t.add_row(f"L{lv.level}", lv.name, mark, escape(lv.detail), f"{lv.seconds:.1f}")
+            out.print(t)
+            r = result.recipe
+            out.print(f"level reached: L{result.level} · Python {r.interpreter.version} ({r.interpreter.provider}) · "
+                      f"{len(r.steps)} steps · {result.wall_time:.0f}s"
+                      + (f" · pass ratio {result.pass_ratio:.2f}" if result.pass_ratio is not None else ""))
+            if result.image:
+                out.print(f"image {escape(result.image)}; contract in {escape(str(contract))}")
+            if result.reason:
+                out.print(f"[yellow]stopped at {escape(result.reason)}[/]")
+        raise typer.Exit(0 if result.level >= 3 else 1)
