@@ -82,10 +82,19 @@ def test_no_tests_is_not_success(home, tmp_path):
     assert data["level"] == 1 and "no tests collected" in data["reason"]
 
 
+def test_setup_from_a_pypi_sdist(home, tmp_path):
+    r = setup_cli(home, "pypi:iniconfig==2.3.0", "--out", tmp_path / "c", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["image"] == "setup/iniconfig-2.3.0:latest" and data["pass_ratio"] == 1.0
+
+
 @pytest.mark.parametrize("source,expect", [
     ("/no/such/dir", "not a directory"),
-    ("pypi:requests", "only local directories"),
-    ("https://example.org/x.git", "only local directories"),
+    ("pypi:envyard-no-such-project-xyz", "no project named"),
+    ("pypi:iniconfig==0.0.0", "has no source distribution"),
+    ("pypi:bad name", "is not a PyPI source"),
+    ("https://example.org/x.git", "not supported yet"),
 ])
 def test_bad_sources(home, source, expect):
     r = setup_cli(home, source)

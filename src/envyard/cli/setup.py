@@ -16,7 +16,7 @@ from ..errors import BadInput, EnvyardError
 def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
     @app.command()
     def setup(
-        source: str = typer.Argument(..., help="The project: a local directory (git URLs, pypi: and tarballs are planned)."),
+        source: str = typer.Argument(..., help="The project: a local directory or pypi:NAME[==VERSION] (its sdist)."),
         name: Optional[str] = typer.Option(None, "--name", "-n", help="Image name (default: setup/<directory name>)."),
         out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Contract directory (default: ./envyard-contract/<name>)."),
         timeout: float = typer.Option(1800, "--timeout", help="Limit for each install step and for the test run (s)."),
@@ -29,16 +29,25 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         from ..setup.engine import setup_directory, write_contract
         from ..store import parse_image_name
 
+        from ..setup.sources_fetch import fetch_pypi
+
+        fetched = None
         try:
-            if re.match(r"^(pypi:|git\+|https?://|git@)", source) or source.endswith((".tar.gz", ".tgz", ".zip")):
-                raise BadInput(f"{source}: only local directories are supported in this version",
-                               fix="clone or unpack the project, then run `envyard setup DIR`")
-            src = Path(source)
-            if not src.is_dir():
-                raise BadInput(f"{source}: not a directory", fix="give the path of a project checkout")
-            image = parse_image_name(name or "setup/" + re.sub(r"[^a-z0-9._-]", "-", src.resolve().name.lower()).strip("-."))
+            if re.match(r"^(git\+|https?://|git@)", source) or source.endswith((".tar.gz", ".tgz", ".zip")):
+                raise BadInput(f"{source}: git URLs and tarballs are not supported yet",
+                               fix="clone or unpack the project, then run `envyard setup DIR`; or use pypi:NAME")
             if timeout <= 0:
                 raise BadInput(f"--timeout must be positive, got {timeout}")
+            if source.startswith("pypi:"):
+                with err.status(escape(f"fetching {source}")):
+                    fetched = fetch_pypi(source)
+                src, label = fetched.root, f"{fetched.name}-{fetched.version}"
+            else:
+                src = Path(source)
+                if not src.is_dir():
+                    raise BadInput(f"{source}: not a directory", fix="give the path of a project checkout, or pypi:NAME")
+                label = src.resolve().name
+            image = parse_image_name(name or "setup/" + re.sub(r"[^a-z0-9._-]", "-", label.lower()).strip("-."))
             yard = make_yard()
             with err.status("envyard setup", spinner="dots") as status:
                 result, ev = setup_directory(yard, src, image, step_timeout=timeout, test_timeout=timeout,
@@ -46,6 +55,9 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
             contract = write_contract(out_dir or Path("envyard-contract") / image.split(":")[0].replace("/", "-"), result, ev)
         except EnvyardError as e:
             fail(e)
+        finally:
+            if fetched is not None:
+                fetched.cleanup()
         data = {**result.to_dict(), "contract": str(contract)}
         if as_json:
             emit_json(data)
