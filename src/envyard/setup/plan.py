@@ -110,6 +110,10 @@ def plan(ev: Evidence, available: list[Interpreter] | None = None) -> Recipe:
     runners = [f.value for f in ev.of("test_runner")]
     r.test_runner = "pytest" if "pytest" in runners or not runners else runners[0]
     wanted = [p["name"] for p in (f.value for f in ev.of("test_plugin")) if isinstance(p, dict)]
+    if r.test_runner == "unittest":
+        # pytest collects and runs unittest suites too, and gives per-test statuses (JUnit) and collect-only.
+        r.notes.append("unittest suite run through pytest")
+        r.test_runner = "pytest"
     if r.test_runner == "pytest":
         wanted = ["pytest", *wanted]
     if wanted:
