@@ -586,3 +586,14 @@ def test_small_parsers():
     assert python_spec(">= 3.7 , <4") == (">=3.7,<4", None)
     assert service_for_image("docker.io/library/postgres:15") == "postgres"
     assert system_packages()["psycopg2"] == {"debian": ["libpq-dev"], "when": "always"}
+
+
+def test_missing_module_repair_table():
+    from envyard.setup.repairs import distributions_for, missing_modules
+
+    out = ("E   ModuleNotFoundError: No module named 'hypothesis'\n"
+           "E   ModuleNotFoundError: No module named 'yaml.constructor'\n"
+           "E   ModuleNotFoundError: No module named 'hypothesis'\n"
+           "E   ImportError: No module named 'mypkg'\n")
+    assert missing_modules(out) == ["hypothesis", "yaml", "mypkg"]
+    assert distributions_for(missing_modules(out), local={"mypkg"}) == ["hypothesis", "pyyaml"]

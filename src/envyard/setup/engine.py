@@ -21,7 +21,8 @@ from ..errors import EnvyardError
 from ..store import ImageConfig
 from ..yard import Sandbox, Yard
 from .evidence import Evidence, gather
-from .plan import VENV, Recipe, plan
+from .plan import PIP, VENV, Recipe, Step, plan
+from .repairs import distributions_for, missing_modules
 
 WORK_ROOT = "/work"
 JUNIT = "/tmp/envyard-junit.xml"
@@ -137,18 +138,40 @@ def _imports(sb, recipe: Recipe, env, log, say) -> LevelResult:
     return LevelResult(1, "imports", True, ", ".join(recipe.packages), time.monotonic() - t)
 
 
+MAX_REPAIRS = 3
+
+
 def _collect(sb, recipe: Recipe, workdir, env, timeout, log, say) -> LevelResult:
+    """L3, with repairs: a test module that imports something nothing installed gets it installed (the repair
+    becomes a recipe step, so setup.sh replays it) and collection is tried again."""
     t = time.monotonic()
-    say("L3 collecting tests")
     if recipe.test_runner != "pytest":
         return LevelResult(3, "tests collected", None, f"collection is only checked for pytest (runner: {recipe.test_runner})")
-    r = _sh(sb, f"{recipe.test_command} --collect-only -q -p no:cacheprovider", workdir, env, timeout, log)
-    m = re.search(r"(\d+) tests? collected", r.stdout) or re.search(r"^(\d+) tests?", r.stdout, re.M)
-    count = int(m.group(1)) if m else len([l for l in r.stdout.splitlines() if "::" in l])
-    if r.exit_code not in (0, 5) or count == 0:
-        why = "no tests collected" if count == 0 and r.exit_code in (0, 5) else f"collection failed (exit {r.exit_code})"
-        return LevelResult(3, "tests collected", False, why, time.monotonic() - t)
-    return LevelResult(3, "tests collected", True, f"{count} tests", time.monotonic() - t)
+    tried: set[str] = set()
+    for attempt in range(MAX_REPAIRS + 1):
+        say("L3 collecting tests" + (f" (after repair {attempt})" if attempt else ""))
+        r = _sh(sb, f"{recipe.test_command} --collect-only -q -p no:cacheprovider", workdir, env, timeout, log)
+        m = re.search(r"(\d+) tests? collected", r.stdout) or re.search(r"^(\d+) tests?", r.stdout, re.M)
+        count = int(m.group(1)) if m else len([l for l in r.stdout.splitlines() if "::" in l])
+        if r.exit_code in (0, 5) and count > 0:
+            return LevelResult(3, "tests collected", True, f"{count} tests", time.monotonic() - t)
+        output = r.stdout + r.stderr
+        dists = [d for d in distributions_for(missing_modules(output), set(recipe.packages)) if d not in tried]
+        if r.exit_code in (0, 5) or not dists or attempt == MAX_REPAIRS:
+            break
+        tried.update(dists)
+        step = Step("repair", f"{PIP} {' '.join(shlex.quote(d) for d in dists)}",
+                    f"repair: tests import {', '.join(dists)}, which nothing installed (ModuleNotFoundError)")
+        say(f"repair: installing {', '.join(dists)}")
+        if _sh(sb, step.command, workdir, env, timeout, log).exit_code != 0:
+            break
+        recipe.steps.append(step)
+    if count == 0 and r.exit_code in (0, 5):
+        why = "no tests collected"
+    else:
+        errors = [l.strip() for l in output.splitlines() if re.search(r"\w+Error\b|^ERROR ", l)]
+        why = f"collection failed (exit {r.exit_code})" + (f": {errors[0][:200]}" if errors else "")
+    return LevelResult(3, "tests collected", False, why, time.monotonic() - t)
 
 
 def _run_tests(sb, recipe: Recipe, workdir, env, timeout, log, say) -> tuple[LevelResult, dict[str, str]]:

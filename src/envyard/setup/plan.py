@@ -18,6 +18,7 @@ from ..errors import EnvyardError
 from .evidence import Evidence
 
 VENV = "/opt/venv"
+PIP = f"{VENV}/bin/python -m pip install --disable-pip-version-check --no-input"
 TESTISH = re.compile(r"(^|[-_])(test|tests|testing|dev|develop|check)($|[-_])", re.I)
 
 
@@ -81,7 +82,7 @@ def _quote_reqs(reqs: list[str]) -> str:
 
 def plan(ev: Evidence, available: list[Interpreter] | None = None) -> Recipe:
     interp = choose_interpreter(ev, available or [host_interpreter()])
-    pip = f"{VENV}/bin/python -m pip install --disable-pip-version-check --no-input"
+    pip = PIP
     r = Recipe(interp, steps=[Step("venv", f"{interp.path} -m venv {VENV}", f"interpreter: {interp.provider} {interp.version}")])
     apt = sorted({f.value["name"] for f in ev.of("system_package")
                   if isinstance(f.value, dict) and f.value.get("when", "always") == "always"})

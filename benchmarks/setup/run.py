@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""`envyard setup` vs. EnvBench's naive baseline, side by side over a corpus of PyPI sdists.
+
+For each project in corpus.toml (one after the other, so the two never compete for the 2 cores):
+  1. envyard: `envyard setup pypi:NAME==VERSION --json --out <tmp>` (per-project timeout) → level reached,
+     pass ratio, wall time, reason, and the image's disk use (`envyard images --json` → size).
+  2. naive baseline (EnvBench's deterministic one), in a fresh envyard sandbox over `host` with network:
+     the same unpacked sdist copied in, then
+         python3 -m venv /opt/v && /opt/v/bin/pip install -e . && /opt/v/bin/pip install pytest
+         && /opt/v/bin/python -m pytest --collect-only -q
+     success (= L3) when pytest collects more than zero tests.
+
+Prints a rich table and a summary, writes JSON (results + machine info + date). See README.md here.
+
+    python benchmarks/setup/run.py                      # store in /var/tmp/envyard-setup-bench
+    python benchmarks/setup/run.py --only six,idna      # a subset
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_CORPUS = HERE / "corpus.toml"
+DEFAULT_JSON = HERE.parent / "results" / "setup.json"
+DEFAULT_HOME = "/var/tmp/envyard-setup-bench"
+BASELINE = ("python3 -m venv /opt/v && /opt/v/bin/pip install -e . && /opt/v/bin/pip install pytest "
+            "&& /opt/v/bin/python -m pytest --collect-only -q")
+BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
+            "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+
+
+def envyard_cmd() -> list[str]:
+    exe = shutil.which("envyard")
+    return [exe] if exe else [sys.executable, "-m", "envyard.cli.main"]
+
+
+# ---- envyard ---------------------------------------------------------------------------------------------------
+
+def run_envyard(name: str, version: str, home: str, timeout: float) -> dict:
+    env = {**os.environ, "ENVYARD_HOME": home}
+    out_dir = tempfile.mkdtemp(prefix="envyard-setup-bench-")
+    image = f"bench/{re.sub(r'[^a-z0-9._-]', '-', name.lower())}:{re.sub(r'[^A-Za-z0-9._-]', '-', version)}"
+    cmd = envyard_cmd() + ["setup", f"pypi:{name}=={version}", "--json", "--out", out_dir, "--name", image,
+                           "--timeout", str(int(timeout))]
+    t = time.monotonic()
+    res: dict = {"level": None, "pass_ratio": None, "wall_time": None, "reason": "", "image": None, "disk": None}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the group of the process started just above
+        proc.communicate()
+        res.update(reason=f"benchmark timeout: envyard setup passed {timeout:.0f}s", process_time=time.monotonic() - t)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        return res
+    res["process_time"] = time.monotonic() - t
+    res["exit_code"] = proc.returncode
+    try:
+        data = json.loads(stdout)
+    except json.JSONDecodeError:
+        tail = (stderr.strip() or stdout.strip()).splitlines()[-3:]
+        res["reason"] = f"envyard exited {proc.returncode} without JSON: {' | '.join(tail)[:400]}"
+        shutil.rmtree(out_dir, ignore_errors=True)
+        return res
+    if isinstance(data, dict) and "level" in data:
+        res.update(level=data["level"], pass_ratio=data.get("pass_ratio"), wall_time=data.get("wall_time"),
+                   reason=data.get("reason", ""), image=data.get("image"), tests_total=data.get("tests_total"),
+                   levels=[{k: lv.get(k) for k in ("level", "name", "ok", "detail", "seconds")}
+                           for lv in data.get("levels", [])],
+                   steps=[s.get("command") for s in data.get("recipe", {}).get("steps", [])])
+    else:
+        res["reason"] = f"envyard error: {json.dumps(data)[:400]}"
+    if res["image"]:
+        res["disk"] = image_size(res["image"], home)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    return res
+
+
+def image_size(image: str, home: str) -> int | None:
+    r = subprocess.run(envyard_cmd() + ["images", "--json"], capture_output=True, text=True,
+                       env={**os.environ, "ENVYARD_HOME": home}, timeout=120)
+    try:
+        for img in json.loads(r.stdout):
+            if img.get("name") == image:
+                return img.get("size")
+    except json.JSONDecodeError:
+        pass
+    return None
+
+
+# ---- naive baseline --------------------------------------------------------------------------------------------
+
+def run_baseline(yard, name: str, version: str, timeout: float) -> dict:
+    from envyard.setup.sources_fetch import fetch_pypi
+
+    res: dict = {"l3": False, "collected": 0, "wall_time": None, "reason": ""}
+    try:
+        fetched = fetch_pypi(f"pypi:{name}=={version}")
+    except Exception as e:  # noqa: BLE001 - recorded, not fatal
+        res["reason"] = f"fetch failed: {e}"
+        return res
+    try:
+        t = time.monotonic()
+        with yard.sandbox("host", network="host", workdir="/") as sb:
+            workdir = f"/work/{fetched.root.name}"
+            sb.upload(fetched.root, workdir)
+            r = sb.exec(BASELINE, cwd=workdir, env=BASE_ENV, timeout=timeout, max_output=200_000)
+        res["wall_time"] = time.monotonic() - t
+        res["exit_code"] = r.exit_code
+        m = re.search(r"(\d+) tests? collected", r.stdout) or re.search(r"^(\d+) tests?\b", r.stdout, re.M)
+        count = int(m.group(1)) if m else sum(1 for line in r.stdout.splitlines() if "::" in line)
+        res["collected"] = count
+        res["l3"] = r.exit_code == 0 and count > 0
+        if r.timed_out:
+            res["reason"] = f"timed out after {timeout:.0f}s"
+        elif not res["l3"]:
+            lines = [ln for ln in (r.stdout + r.stderr).strip().splitlines() if ln.strip()]
+            errs = [ln for ln in lines if re.search(r"error|Error|ERROR", ln)]
+            res["reason"] = f"exit {r.exit_code}, {count} collected: " + (errs[-1] if errs else (lines or [""])[-1])[:300]
+    except Exception as e:  # noqa: BLE001
+        res["reason"] = f"sandbox error: {e}"
+    finally:
+        fetched.cleanup()
+    return res
+
+
+# ---- report ----------------------------------------------------------------------------------------------------
+
+def machine_info() -> dict:
+    cpu_model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        mem = Path("/proc/meminfo").read_text().splitlines()[0].split(":", 1)[1].strip()
+    except (OSError, IndexError):
+        pass
+    import envyard
+    return {"hostname": platform.node(), "nproc": os.cpu_count(), "cpu_model": cpu_model, "mem_total": mem,
+            "kernel": platform.release(), "os": _os_release(), "python_runner": platform.python_version(),
+            "python_sandbox": subprocess.run(["/usr/bin/python3", "-V"], capture_output=True, text=True).stdout.strip(),
+            "envyard": getattr(envyard, "__version__", "?"), "loadavg": os.getloadavg()}
+
+
+def _os_release() -> str:
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                return line.split("=", 1)[1].strip('"')
+    except OSError:
+        pass
+    return platform.platform()
+
+
+def summarize(rows: list[dict]) -> dict:
+    n = len(rows)
+    ey = [r["envyard"] for r in rows]
+    bl = [r["baseline"] for r in rows]
+    ey_times = [e["wall_time"] if e["wall_time"] is not None else e.get("process_time") for e in ey]
+    bl_times = [b["wall_time"] for b in bl]
+    med = lambda xs: statistics.median([x for x in xs if x is not None]) if any(x is not None for x in xs) else None  # noqa: E731
+    return {
+        "projects": n,
+        "envyard": {
+            "l3_plus": sum(1 for e in ey if (e["level"] or -1) >= 3) / n if n else None,
+            "l4_pass_ge_0.9": sum(1 for e in ey if (e["level"] or -1) >= 4 and (e["pass_ratio"] or 0) >= 0.9) / n if n else None,
+            "median_wall_time_s": med(ey_times),
+            "median_disk_bytes": med([e["disk"] for e in ey]),
+        },
+        "baseline": {
+            "l3_plus": sum(1 for b in bl if b["l3"]) / n if n else None,
+            # pytest found tests but exited non-zero (collection errors in some modules): not L3 here, as for envyard
+            "collected_any": sum(1 for b in bl if b.get("collected", 0) > 0) / n if n else None,
+            "l4_pass_ge_0.9": 0.0 if n else None,  # the naive baseline never runs the tests
+            "median_wall_time_s": med(bl_times),
+        },
+    }
+
+
+def fmt_t(x) -> str:
+    return f"{x:.0f}s" if x is not None else "–"
+
+
+def print_report(rows: list[dict], summary: dict) -> None:
+    t = Table("project", "version", "envyard level", "pass ratio", "time", "disk", "baseline L3", "baseline time",
+              title="envyard setup vs. naive baseline")
+    for r in rows:
+        e, b = r["envyard"], r["baseline"]
+        lvl = f"L{e['level']}" if e["level"] is not None and e["level"] >= 0 else "none"
+        color = "green" if (e["level"] or -1) >= 3 else "red"
+        t.add_row(r["name"], r["version"], f"[{color}]{lvl}[/]",
+                  f"{e['pass_ratio']:.3f}" if e["pass_ratio"] is not None else "–",
+                  fmt_t(e["wall_time"] if e["wall_time"] is not None else e.get("process_time")),
+                  f"{e['disk'] / 1e6:.0f} MB" if e["disk"] is not None else "–",
+                  "[green]yes[/]" if b["l3"] else "[red]no[/]", fmt_t(b["wall_time"]))
+    console.print(t)
+    s = summary
+    pct = lambda x: f"{100 * x:.0f}%" if x is not None else "–"  # noqa: E731
+    st = Table("", "envyard", "naive baseline", title=f"summary over {s['projects']} projects")
+    st.add_row("share at L3+", pct(s["envyard"]["l3_plus"]), pct(s["baseline"]["l3_plus"]))
+    st.add_row("  (baseline: >0 collected, ignoring exit code)", "", pct(s["baseline"].get("collected_any")))
+    st.add_row("share at L4 with pass ratio ≥ 0.9", pct(s["envyard"]["l4_pass_ge_0.9"]),
+               pct(s["baseline"]["l4_pass_ge_0.9"]) + " (never runs tests)")
+    st.add_row("median wall time", fmt_t(s["envyard"]["median_wall_time_s"]), fmt_t(s["baseline"]["median_wall_time_s"]))
+    md = s["envyard"]["median_disk_bytes"]
+    st.add_row("median image disk use", f"{md / 1e6:.0f} MB" if md is not None else "–", "–")
+    console.print(st)
+    failures = [r for r in rows if (r["envyard"]["level"] or -1) < 4 or r["envyard"]["reason"] or not r["baseline"]["l3"]]
+    if failures:
+        console.print("[bold]reasons[/]")
+        for r in failures:
+            if r["envyard"]["reason"] or (r["envyard"]["level"] or -1) < 4:
+                console.print(f"  {escape(r['name'])} envyard: {escape(r['envyard']['reason'] or 'L' + str(r['envyard']['level']))}")
+            if not r["baseline"]["l3"]:
+                console.print(f"  {escape(r['name'])} baseline: {escape(r['baseline']['reason'])}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--home", default=DEFAULT_HOME, help=f"envyard store (ENVYARD_HOME), default {DEFAULT_HOME}")
+    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    ap.add_argument("--json", type=Path, default=DEFAULT_JSON, dest="json_out")
+    ap.add_argument("--timeout", type=float, default=600, help="per project and side (s), default 600")
+    ap.add_argument("--only", default="", help="comma-separated project names")
+    ap.add_argument("--skip-baseline", action="store_true")
+    ap.add_argument("--keep-images", action="store_true", help="keep the bench/* images (default: removed at the end)")
+    args = ap.parse_args()
+
+    os.environ["ENVYARD_HOME"] = args.home
+    Path(args.home).mkdir(parents=True, exist_ok=True)
+    import envyard
+
+    corpus = tomllib.loads(args.corpus.read_text())["project"]
+    if args.only:
+        wanted = {n.strip() for n in args.only.split(",")}
+        corpus = [p for p in corpus if p["name"] in wanted]
+    started = dt.datetime.now(dt.timezone.utc)
+    t0 = time.monotonic()
+    yard = envyard.Yard(args.home)
+    rows = []
+    for i, p in enumerate(corpus, 1):
+        name, version = p["name"], p["version"]
+        console.print(f"[{i}/{len(corpus)}] {name}=={version}: envyard setup …")
+        e = run_envyard(name, version, args.home, args.timeout)
+        console.print(f"    envyard L{e['level']} ratio={e['pass_ratio']} {fmt_t(e['wall_time'])} {escape(e['reason'])}")
+        if args.skip_baseline:
+            b = {"l3": False, "collected": 0, "wall_time": None, "reason": "skipped"}
+        else:
+            console.print(f"[{i}/{len(corpus)}] {name}=={version}: naive baseline …")
+            b = run_baseline(yard, name, version, args.timeout)
+            console.print(f"    baseline L3={'yes' if b['l3'] else 'no'} ({b['collected']} tests) "
+                          f"{fmt_t(b['wall_time'])} {escape(b['reason'])}")
+        rows.append({"name": name, "version": version, "note": p.get("note", ""), "envyard": e, "baseline": b})
+
+    if not args.keep_images:
+        images = [r["envyard"]["image"] for r in rows if r["envyard"].get("image")]
+        if images:
+            subprocess.run(envyard_cmd() + ["rmi", *images], capture_output=True, env={**os.environ})
+    gc = subprocess.run(envyard_cmd() + ["gc", "--json"], capture_output=True, text=True, env={**os.environ})
+    total = time.monotonic() - t0
+
+    summary = summarize(rows)
+    print_report(rows, summary)
+    console.print(f"total run time {total / 60:.1f} min")
+    result = {"benchmark": "setup", "date": started.isoformat(timespec="seconds"), "run_time_s": round(total, 1),
+              "machine": machine_info(), "home": args.home, "timeout_s": args.timeout, "baseline_command": BASELINE,
+              "summary": summary, "projects": rows, "gc": gc.stdout.strip()[:2000]}
+    args.json_out.parent.mkdir(parents=True, exist_ok=True)
+    args.json_out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    console.print(f"JSON written to {args.json_out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
