@@ -44,8 +44,11 @@ def test_setup_reaches_l4_with_a_baseline_and_a_usable_image(home, tmp_path):
     data = json.loads(r.stdout)
     assert data["level"] == 4 and data["pass_ratio"] == 0.75 and data["image"] == "setup/tinycalc:latest"
     assert [lv["ok"] for lv in data["levels"]] == [True, True, None, True, True]
+    assert data["verified"] is True and data["replay"]["ok"] is True  # a clean replay from the base reproduced it
+    dockerfile = (out / "Dockerfile").read_text()
+    assert dockerfile.startswith("# written by") and "FROM debian:bookworm" in dockerfile and "-m venv /opt/venv" in dockerfile
     contract = tomllib.loads((out / "envyard.toml").read_text())
-    assert contract["result"]["level"] == 4
+    assert contract["result"]["level"] == 4 and contract["result"]["verified"] is True
     assert contract["baseline"]["tests.test_calc::test_known_failure"] == "failed"
     assert contract["baseline"]["tests.test_calc::test_add"] == "passed"
     assert any(e["kind"] == "python_constraint" and e["file"] == "pyproject.toml" for e in contract["evidence"])

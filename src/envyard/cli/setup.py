@@ -25,7 +25,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         """Install a Python project in a sandbox, verify it level by level, save it as an image with a contract.
 
         Levels: L0 install · L1 imports · L2 missing imports (not yet) · L3 tests collected · L4 tests run.
-        Exit 0 when L3 or better is reached, 1 when not (the reason is printed), 2 on bad input."""
+        Verified = L3 or better, and a clean replay of setup.sh on a fresh base collects the tests too.
+        Exit 0 when verified, 1 when not (the reason is printed), 2 on bad input."""
         from ..setup.engine import setup_directory, write_contract
         from ..store import parse_image_name
 
@@ -73,6 +74,9 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                       + (f" · pass ratio {result.pass_ratio:.2f}" if result.pass_ratio is not None else ""))
             if result.image:
                 out.print(f"image {escape(result.image)}; contract in {escape(str(contract))}")
-            if result.reason:
+            if result.replay:
+                out.print(("[green]verified[/]: " if result.verified else "[red]not verified[/]: ")
+                          + escape(result.replay.get("detail", "")))
+            if result.reason and not result.replay.get("ok"):
                 out.print(f"[yellow]stopped at {escape(result.reason)}[/]")
-        raise typer.Exit(0 if result.level >= 3 else 1)
+        raise typer.Exit(0 if result.verified else 1)

@@ -48,11 +48,18 @@ class SetupResult:
     pass_ratio: float | None = None
     wall_time: float = 0.0
     reason: str = ""
+    replay: dict = field(default_factory=dict)  # the clean replay of setup.sh on a fresh base
     log: list[str] = field(default_factory=list)
+
+    @property
+    def verified(self) -> bool:
+        """L3 or better, and a clean replay of the recipe from the base reached L3 too."""
+        return self.level >= 3 and bool(self.replay.get("ok"))
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["recipe"] = self.recipe.to_dict()
+        d["verified"] = self.verified
         d.pop("log")
         d["tests_total"] = len(self.tests)
         d["tests"] = dict(sorted(self.tests.items())[:2000])
@@ -98,12 +105,35 @@ def setup_directory(yard: Yard, src: Path, name: str, *, step_timeout: float = 1
                                              "interpreter": recipe.interpreter.version})
             image_name = yard.store.put_image(name, snap.layers, config).name
             yard.store.remove_image(snap.name)  # only the temporary name goes; the layers stay with `name`
+    replay = _replay(yard, src, recipe, workdir, env, step_timeout, log, say) if level >= 3 else {}
     passed = sum(1 for s in tests.values() if s == "passed")
     counted = sum(1 for s in tests.values() if s in ("passed", "failed", "error"))
     result = SetupResult(name=name, image=image_name, level=level, levels=levels, recipe=recipe, tests=tests,
                          pass_ratio=(passed / counted) if counted else None, wall_time=time.monotonic() - start,
-                         reason=_reason(levels), log=log)
+                         reason=_reason(levels), replay=replay, log=log)
+    if level >= 3 and not replay.get("ok"):
+        result.reason = f"replay: {replay.get('detail', 'failed')}"
     return result, ev
+
+
+def replay_script(recipe: Recipe) -> str:
+    return "set -e\n" + "".join(f"{s.command}\n" for s in recipe.steps)
+
+
+def _replay(yard: Yard, src: Path, recipe: Recipe, workdir, env, timeout, log, say) -> dict:
+    """Run the recorded recipe, as setup.sh has it, on a fresh base and check the tests still collect: an image
+    is called verified only when its recipe reproduces it."""
+    say("replaying setup.sh on a fresh base")
+    t = time.monotonic()
+    with yard.sandbox(recipe.interpreter.base, network="host", workdir="/") as sb:
+        sb.upload(src, workdir)
+        r = _sh(sb, replay_script(recipe), workdir, env, timeout, log)
+        if r.exit_code != 0:
+            return {"ok": False, "detail": f"setup.sh exited {r.exit_code} on a fresh base", "seconds": time.monotonic() - t}
+        c = _sh(sb, f"{recipe.test_command} --collect-only -q -p no:cacheprovider", workdir, env, timeout, log)
+        ok = c.exit_code == 0
+        return {"ok": ok, "detail": "tests collect after a clean replay" if ok else
+                f"tests do not collect after a clean replay (exit {c.exit_code})", "seconds": time.monotonic() - t}
 
 
 def _sh(sb: Sandbox, command: str, cwd: str, env: dict, timeout: float, log: list[str]):
@@ -229,9 +259,25 @@ def write_contract(out: Path, result: SetupResult, ev: Evidence) -> Path:
     (out / "test.sh").write_text(f"#!/bin/sh\nset -eu\nexport VIRTUAL_ENV={VENV} PATH={VENV}/bin:$PATH\n{r.test_command} \"$@\"\n")
     for f in ("setup.sh", "test.sh"):
         (out / f).chmod(0o755)
+    (out / "Dockerfile").write_text(dockerfile(result))
     (out / "log.txt").write_text("".join(result.log))
     (out / "envyard.toml").write_text(_toml(result, ev))
     return out
+
+
+def dockerfile(result: SetupResult) -> str:
+    """A portable equivalent for Docker users: Debian 12's python3 is the same 3.11 as the host's. Build it from
+    the project root: `docker build -f <contract>/Dockerfile .`"""
+    r = result.recipe
+    workdir = f"{WORK_ROOT}/project"
+    runs = "".join(f"# {s.why}\nRUN {s.command}\n" for s in r.steps)
+    return ("# written by `envyard setup`; build from the project root: docker build -f PATH/TO/Dockerfile .\n"
+            "FROM debian:bookworm\n"
+            "RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates"
+            " && rm -rf /var/lib/apt/lists/*\n"
+            f"WORKDIR {workdir}\nCOPY . .\n{runs}"
+            f"ENV VIRTUAL_ENV={VENV} PATH={VENV}/bin:$PATH\n"
+            f'CMD ["sh", "-c", "{r.test_command} -q"]\n')
 
 
 def _toml(result: SetupResult, ev: Evidence) -> str:
@@ -239,7 +285,9 @@ def _toml(result: SetupResult, ev: Evidence) -> str:
     lines = ["# written by `envyard setup`", "[result]", f"name = {q(result.name)}",
              f"image = {q(result.image or '')}", f"level = {result.level}",
              f"pass_ratio = {result.pass_ratio if result.pass_ratio is not None else -1}",
-             f"reason = {q(result.reason)}", f"wall_time_s = {result.wall_time:.1f}", ""]
+             f"reason = {q(result.reason)}", f"wall_time_s = {result.wall_time:.1f}",
+             f"verified = {'true' if result.verified else 'false'}",
+             f"replay = {q(result.replay.get('detail', 'not run (below L3)'))}", ""]
     for lv in result.levels:
         lines += ["[[level]]", f"level = {lv.level}", f"name = {q(lv.name)}",
                   f"ok = {'true' if lv.ok else 'false' if lv.ok is False else q('not run')}",
