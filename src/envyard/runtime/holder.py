@@ -48,13 +48,18 @@ D=/.envyard
 if command -v setsid >/dev/null 2>&1; then S=setsid; else S=; fi
 if command -v bash >/dev/null 2>&1; then B=bash; else B=/bin/sh; fi
 R=__RUNNER__
-$S /bin/sh -c "$R" runner 1 </dev/null >/dev/null 2>&1 &
+# spawn K: start runner K in the background; rp is its pid, or empty when the fork failed (pids limit).
+spawn() { before=$!; $S /bin/sh -c "$R" runner "$1" </dev/null >/dev/null 2>&1 & if [ "$!" != "$before" ]; then rp=$!; else rp=; fi; }
+spawn 1
 echo ready
 while read -r op id in k; do
   case "$op" in
     run)
-      echo "$id $in" >"$D/spare.$k"
-      $S /bin/sh -c "$R" runner $((k + 1)) </dev/null >/dev/null 2>&1 &
+      # The waiting runner may be missing (its fork failed, or something killed it): start it now. If that
+      # fails too, answer at once with status 254 rather than block on a FIFO nobody will open.
+      if [ -z "$rp" ] || ! kill -0 "$rp" 2>/dev/null; then spawn "$k"; fi
+      if [ -n "$rp" ]; then echo "$id $in" >"$D/spare.$k"; else echo "exit 254" >"$D/$id.rc"; fi
+      spawn $((k + 1))
       ;;
     shell)
       # Background jobs start with SIGINT ignored, which a shell cannot undo itself; env resets it so that

@@ -42,6 +42,7 @@ SANDBOX_CAPS = (
 START_TIMEOUT = 20.0
 EOF_GRACE = 0.1  # after a command exits, how long to wait for background jobs to release its output pipes
 KILL_GRACE = 5.0
+NO_PROCESS_EXIT = 254  # the holder's answer when it cannot fork a runner for a command
 TIMEOUT_EXIT = 124  # what `envyard run --timeout` exits with, as coreutils' timeout does
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -452,8 +453,11 @@ class LocalSandbox(SandboxHandle):
                 except FileNotFoundError:
                     pass
         oom = self.cg.oom_kills() > oom_before and code in (137, -9)
+        stderr = err.value()
+        if code == NO_PROCESS_EXIT and not out.total and not err.total:
+            stderr += b"envyard: the sandbox could not start a process for this command (is its pids limit reached?)\n"
         return ExecResult(
-            exit_code=code, stdout_bytes=out.value(), stderr_bytes=err.value(), duration=duration,
+            exit_code=code, stdout_bytes=out.value(), stderr_bytes=stderr, duration=duration,
             timed_out=timed_out, truncated=out.truncated or err.truncated, oom_killed=oom,
             stdout_file=str(out.spill_path) if out.truncated else None,
             stderr_file=str(err.spill_path) if err.truncated else None,
