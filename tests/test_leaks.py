@@ -114,13 +114,15 @@ def test_concurrent_processes_share_a_store(tmp_path):
         for i in range(4)
     ]
     outs = [p.communicate(timeout=120)[0].strip() for p in procs]
-    assert [p.returncode for p in procs] == [0] * 4
-    assert outs == ["5"] * 4
     yard = envyard.Yard(home)
-    assert len(yard.images()) == 21  # 20 snapshots + host
-    with yard.sandbox("proc2/snap:3") as sb:
-        assert sb.read_file("/root/n") == b"2-3"
-    collect(yard.store)
+    try:
+        assert [p.returncode for p in procs] == [0] * 4
+        assert outs == ["5"] * 4
+        assert len(yard.images()) == 21  # 20 snapshots + host
+        with yard.sandbox("proc2/snap:3") as sb:
+            assert sb.read_file("/root/n") == b"2-3"
+    finally:
+        collect(yard.store)  # also on failure: it unmounts the host view, which pytest's cleanup would walk
 
 
 def test_missing_bwrap_is_explained(monkeypatch):

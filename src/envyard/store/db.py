@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import random
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -55,21 +57,35 @@ class Database:
         try:
             self._conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
             self._conn.row_factory = sqlite3.Row
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute("PRAGMA busy_timeout=30000")
-            with self.transaction() as c:
-                for stmt in SCHEMA.split(";\n"):
-                    if stmt.strip():
-                        c.execute(stmt)
-                c.execute(
-                    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-                )
+            self._initialise()
         except sqlite3.DatabaseError as e:
             raise StoreError(
                 f"cannot open the store database {path}: {e}",
                 fix="check ENVYARD_HOME points at an envyard store, or move the broken file aside",
             ) from e
+
+    def _initialise(self) -> None:
+        """WAL mode and the schema. Switching a new database to WAL needs it to itself and SQLite answers
+        "locked" at once, without waiting, when several processes open a new store together: retry a while."""
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self._conn.execute("PRAGMA busy_timeout=30000")
+                if self._conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                with self.transaction() as c:
+                    for stmt in SCHEMA.split(";\n"):
+                        if stmt.strip():
+                            c.execute(stmt)
+                    c.execute(
+                        "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                    )
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(random.uniform(0.005, 0.05))
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
