@@ -609,9 +609,15 @@ class _Run:
                     self.rc.read_available()
                     if self.rc.eof:
                         poller.unregister(fd)
-                        if code is None and kill_deadline is not None:  # the runner died with the tree it led
+                        if code is None:
                             code = finished(self.rc.lines)
-                            code = 137 if code is None else code
+                        if code is None and kill_deadline is not None:  # the runner died with the tree it led
+                            code = 137
+                        elif code is None and self.rc.closes_on_exit:
+                            # The runner vanished without reporting: it could not fork the command (an exhausted
+                            # pids limit) or something killed it. Say so now instead of waiting for the timeout.
+                            code = NO_PROCESS_EXIT
+                        if code is not None:
                             done_at = time.monotonic()
                 else:
                     self._read(fd, open_streams, poller)
@@ -664,8 +670,9 @@ class Cancel:
 class _LineReader:
     """Reads newline-terminated status lines from a non-blocking FIFO."""
 
-    def __init__(self, fd: int):
+    def __init__(self, fd: int, closes_on_exit: bool = True):
         self.fd = fd
+        self.closes_on_exit = closes_on_exit  # one command per FIFO: EOF means its runner is gone
         self.lines: list[str] = []
         self._buf = b""
         self.eof = False
@@ -716,7 +723,7 @@ class LocalShell:
                 p.unlink()
             os.mkfifo(p, 0o600)
         self.cmd_fd = os.open(base.with_suffix(".cmd"), os.O_RDWR)  # O_RDWR: never blocks, never EOFs
-        self.rc = _LineReader(os.open(base.with_suffix(".rc"), os.O_RDONLY | os.O_NONBLOCK))
+        self.rc = _LineReader(os.open(base.with_suffix(".rc"), os.O_RDONLY | os.O_NONBLOCK), closes_on_exit=False)
         self.sb._send(f"shell {self.id} 0\n")
         deadline = time.monotonic() + START_TIMEOUT
         while (inner := self.rc.pid()) is None:
