@@ -614,8 +614,14 @@ class _Run:
                         if code is None and kill_deadline is not None:  # the runner died with the tree it led
                             code = 137
                         elif code is None and self.rc.closes_on_exit:
-                            # The runner vanished without reporting: it could not fork the command (an exhausted
-                            # pids limit) or something killed it. Say so now instead of waiting for the timeout.
+                            # The runner vanished without reporting. If the sandbox itself is closed or dead, that
+                            # is the news; otherwise it could not fork the command (an exhausted pids limit) or
+                            # something killed it: say so now instead of waiting for the timeout.
+                            if self.sb._closed:
+                                raise SandboxClosed(f"sandbox {self.sb.id} was closed while a command ran")
+                            if _readable(self.sb.pidfd, 0.05):
+                                raise SandboxDied(f"sandbox {self.sb.id} died while running a command",
+                                                  fix="check the sandbox's memory and pids limits")
                             code = NO_PROCESS_EXIT
                         if code is not None:
                             done_at = time.monotonic()
