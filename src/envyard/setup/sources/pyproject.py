@@ -3,7 +3,6 @@ tools that keep dependencies or test settings there — Poetry, PDM, Hatch, Flit
 
 from __future__ import annotations
 
-import tomllib
 
 from packaging.utils import canonicalize_name
 
@@ -14,7 +13,7 @@ from .setupcfg import record_python_constraint
 from .shell import record_command
 from .specs import classifier_version, marker_for_python, poetry_to_pep440, version_hint
 from .testing import record_pytest_config
-from .tomlpos import TomlPositions, error_line
+from .tomlpos import TomlPositions, load_toml
 from .tox import read_tox_ini_text, read_tox_native
 
 # Build backends and build requirements that mean the project compiles native code.
@@ -58,15 +57,10 @@ class _Doc:
 
 
 def read_pyproject(sink: Sink, rel: str = "pyproject.toml") -> None:
-    text = sink.read(rel)
-    if text is None:
+    loaded = load_toml(sink, rel)
+    if loaded is None:
         return
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        sink.problem(rel, error_line(e), f"invalid TOML: {e}")
-        return
-    doc = _Doc(sink, rel, data, TomlPositions(text))
+    doc = _Doc(sink, rel, *loaded)
     _project(doc)
     _dependency_groups(doc)
     _build_system(doc)

@@ -5,14 +5,13 @@ string (PEP 508, pip-style URL, editable or local path)."""
 from __future__ import annotations
 
 import re
-import tomllib
 
 from packaging.requirements import InvalidRequirement, Requirement
 
 from .base import Sink, resolve_rel
 from .shell import record_command
 from .specs import requirement_value, version_hint
-from .tomlpos import TomlPositions, error_line
+from .tomlpos import load_toml
 
 _URL_RE = re.compile(r"^(?:git|hg|svn|bzr)\+\S+|^(?:https?|file|ftp)://\S+|^file:\S+", re.I)
 _EGG_RE = re.compile(r"[#&]egg=([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -200,15 +199,10 @@ _MARKER_KEYS = ("os_name", "sys_platform", "platform_machine", "platform_system"
 
 
 def read_pipfile(sink: Sink, rel: str = "Pipfile") -> None:
-    text = sink.read(rel)
-    if text is None:
+    loaded = load_toml(sink, rel)
+    if loaded is None:
         return
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        sink.problem(rel, error_line(e), f"invalid TOML: {e}")
-        return
-    pos = TomlPositions(text)
+    data, pos = loaded
     for source in data.get("source", []) if isinstance(data.get("source"), list) else []:
         if isinstance(source, dict) and isinstance(source.get("url"), str):
             lines = pos.string_lines(("source", "url"), source["url"])

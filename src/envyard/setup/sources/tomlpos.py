@@ -151,3 +151,16 @@ def _escaped(text: str, pos: int) -> bool:
 def error_line(err: tomllib.TOMLDecodeError) -> int | None:
     m = re.search(r"at line (\d+)", str(err))
     return int(m.group(1)) if m else None
+
+
+def load_toml(sink, rel: str) -> tuple[dict, TomlPositions] | None:
+    """Read and parse a TOML file of the repository; a broken one becomes a problem (file, line, why)."""
+    text = sink.read(rel)
+    if text is None:
+        return None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        sink.problem(rel, error_line(e), f"invalid TOML: {e}")
+        return None
+    return data, TomlPositions(text)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import tomllib
 
 from .base import Sink, resolve_rel
 from .ini import IniFile, IniValue, parse_ini
@@ -14,7 +13,7 @@ from .requirements import emit_requirement, read_file
 from .shell import record_command, record_env
 from .specs import tox_factor_version
 from .testing import ini_values, record_pytest_config
-from .tomlpos import TomlPositions, error_line
+from .tomlpos import TomlPositions, load_toml
 
 _FACTOR_PREFIX_RE = re.compile(r"^!?[\w.{}!-]+(?:\s*,\s*!?[\w.{}!-]+)*\s*:\s+")
 
@@ -155,15 +154,9 @@ def _dep(sink: Sink, rel: str, number: int | None, text: str, label: str) -> Non
 
 def read_tox_toml(sink: Sink) -> None:
     for rel in sink.files.named("tox.toml", max_depth=0):
-        text = sink.read(rel)
-        if text is None:
-            continue
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            sink.problem(rel, error_line(e), f"invalid TOML: {e}")
-            continue
-        read_tox_native(sink, rel, data, TomlPositions(text), ())
+        loaded = load_toml(sink, rel)
+        if loaded is not None:
+            read_tox_native(sink, rel, *loaded, ())
 
 
 def read_tox_native(sink: Sink, rel: str, data: dict, pos: TomlPositions, base: tuple[str, ...]) -> None:
