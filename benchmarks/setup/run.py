@@ -209,13 +209,13 @@ def fmt_t(x) -> str:
 
 
 def print_report(rows: list[dict], summary: dict) -> None:
-    t = Table("project", "version", "envyard level", "pass ratio", "time", "disk", "baseline L3", "baseline time",
-              title="envyard setup vs. naive baseline")
+    t = Table("project", "version", "category", "envyard level", "pass ratio", "time", "disk", "baseline L3",
+              "baseline time", title="envyard setup vs. naive baseline")
     for r in rows:
         e, b = r["envyard"], r["baseline"]
         lvl = f"L{e['level']}" if e["level"] is not None and e["level"] >= 0 else "none"
         color = "green" if (e["level"] or -1) >= 3 else "red"
-        t.add_row(r["name"], r["version"], f"[{color}]{lvl}[/]",
+        t.add_row(r["name"], r["version"], r.get("category", ""), f"[{color}]{lvl}[/]",
                   f"{e['pass_ratio']:.3f}" if e["pass_ratio"] is not None else "–",
                   fmt_t(e["wall_time"] if e["wall_time"] is not None else e.get("process_time")),
                   f"{e['disk'] / 1e6:.0f} MB" if e["disk"] is not None else "–",
@@ -277,7 +277,8 @@ def main() -> int:
             b = run_baseline(yard, name, version, args.timeout)
             console.print(f"    baseline L3={'yes' if b['l3'] else 'no'} ({b['collected']} tests) "
                           f"{fmt_t(b['wall_time'])} {escape(b['reason'])}")
-        rows.append({"name": name, "version": version, "note": p.get("note", ""), "envyard": e, "baseline": b})
+        rows.append({"name": name, "version": version, "category": p.get("category", ""), "note": p.get("note", ""),
+                     "envyard": e, "baseline": b})
 
     if not args.keep_images:
         images = [r["envyard"]["image"] for r in rows if r["envyard"].get("image")]
