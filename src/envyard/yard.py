@@ -82,13 +82,24 @@ class Yard:
     # ---- sandboxes ----------------------------------------------------------------------------------------
 
     def sandbox(self, image: str | Image = "host", *, network: str = "none", limits: Limits | dict | None = None,
-                env: dict[str, str] | None = None, workdir: str | None = None) -> "Sandbox":
+                env: dict[str, str] | None = None, workdir: str | None = None,
+                binds: dict[str, str] | None = None, ro_binds: dict[str, str] | None = None) -> "Sandbox":
+        """Start a sandbox over `image`. `binds` maps host directories to paths inside, bound read-write
+        (for trusted uses such as a shared download cache; agents' sandboxes should not get them);
+        `ro_binds` maps host files or directories read-only (e.g. the machine's CA bundle)."""
         if network not in NETWORKS:
             raise BadInput(f"unknown network policy {network!r}", fix="use 'none' (default) or 'host'")
         if workdir is not None and not workdir.startswith("/"):
             raise BadInput(f"workdir must be an absolute path, not {workdir!r}")
+        for host_path, inside in (binds or {}).items():
+            if not Path(host_path).is_dir() or not inside.startswith("/"):
+                raise BadInput(f"bind {host_path} -> {inside}: needs an existing host directory and an absolute path")
+        for host_path, inside in (ro_binds or {}).items():
+            if not Path(host_path).exists() or not inside.startswith("/"):
+                raise BadInput(f"bind {host_path} -> {inside}: needs an existing host path and an absolute path")
         img = self.image(image)
-        spec = SandboxSpec(image=img, network=network, limits=Limits.coerce(limits), env=env or {}, workdir=workdir)
+        spec = SandboxSpec(image=img, network=network, limits=Limits.coerce(limits), env=env or {}, workdir=workdir,
+                           binds=tuple(sorted((binds or {}).items())), ro_binds=tuple(sorted((ro_binds or {}).items())))
         pool = self._pools.get(_pool_key(spec))
         handle = pool.take() if pool else None
         sb = Sandbox(self, handle or self.backend.create(spec))
@@ -166,7 +177,7 @@ class Yard:
 
 def _pool_key(spec: SandboxSpec) -> tuple:
     return (spec.image.name, tuple(spec.image.layers), spec.network, spec.limits, tuple(sorted(spec.env.items())),
-            spec.workdir)
+            spec.workdir, spec.binds, spec.ro_binds)
 
 
 class Sandbox:

@@ -1,12 +1,14 @@
-"""`envyard setup`: turn a repository into a verified environment (first version: local directories)."""
+"""`envyard setup`: turn a repository into a verified environment, with a live view of the search."""
 
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
@@ -16,46 +18,53 @@ from ..errors import BadInput, EnvyardError
 def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
     @app.command()
     def setup(
-        source: str = typer.Argument(..., help="The project: a local directory or pypi:NAME[==VERSION] (its sdist)."),
-        name: Optional[str] = typer.Option(None, "--name", "-n", help="Image name (default: setup/<directory name>)."),
+        source: str = typer.Argument(..., help="The project: a directory, pypi:NAME[==VERSION] (its sdist), a git "
+                                                "URL or repository path (with --rev), or a source archive (path or URL)."),
+        rev: Optional[str] = typer.Option(None, "--rev", help="Git commit, branch or tag to set up (git sources)."),
+        name: Optional[str] = typer.Option(None, "--name", "-n", help="Image name (default: setup/<project name>)."),
+        jobs: int = typer.Option(2, "--jobs", "-j", help="Candidate branches searched in parallel."),
         out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Contract directory (default: ./envyard-contract/<name>)."),
         timeout: float = typer.Option(1800, "--timeout", help="Limit for each install step and for the test run (s)."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ):
         """Install a Python project in a sandbox, verify it level by level, save it as an image with a contract.
 
-        Levels: L0 install · L1 imports · L2 missing imports (not yet) · L3 tests collected · L4 tests run.
-        Verified = L3 or better, and a clean replay of setup.sh on a fresh base collects the tests too.
-        Exit 0 when verified, 1 when not (the reason is printed), 2 on bad input."""
+        Candidates (Python version, dependency cut-off) run as parallel branches; failed steps are repaired from
+        snapshots. Levels: L0 install · L1 imports · L2 missing imports (reported) · L3 tests collected ·
+        L4 tests run. Verified = L3 or better, sources unchanged, and a clean replay of setup.sh collects the
+        same tests. Exit 0 when verified, 1 when not (the reason is printed), 2 on bad input, 130 on Ctrl-C."""
         from ..setup.engine import setup_directory, write_contract
+        from ..setup.sources_fetch import fetch
         from ..store import parse_image_name
-
-        from ..setup.sources_fetch import fetch_pypi
 
         fetched = None
         try:
-            if re.match(r"^(git\+|https?://|git@)", source) or source.endswith((".tar.gz", ".tgz", ".zip")):
-                raise BadInput(f"{source}: git URLs and tarballs are not supported yet",
-                               fix="clone or unpack the project, then run `envyard setup DIR`; or use pypi:NAME")
             if timeout <= 0:
                 raise BadInput(f"--timeout must be positive, got {timeout}")
-            if source.startswith("pypi:"):
-                with err.status(escape(f"fetching {source}")):
-                    fetched = fetch_pypi(source)
+            if jobs < 1:
+                raise BadInput(f"--jobs must be at least 1, got {jobs}")
+            with err.status(escape(f"fetching {source}")):
+                fetched = fetch(source, rev)
+            if fetched is not None:
                 src, label = fetched.root, f"{fetched.name}-{fetched.version}"
             else:
                 src = Path(source)
                 if not src.is_dir():
-                    raise BadInput(f"{source}: not a directory", fix="give the path of a project checkout, or pypi:NAME")
+                    raise BadInput(f"{source}: not a directory, archive, git repository or pypi:NAME",
+                                   fix="give a project checkout, a .tar.gz/.zip, a git URL, or pypi:NAME")
                 label = src.resolve().name
             image = parse_image_name(name or "setup/" + re.sub(r"[^a-z0-9._-]", "-", label.lower()).strip("-."))
             yard = make_yard()
-            with err.status("envyard setup", spinner="dots") as status:
-                result, ev = setup_directory(yard, src, image, step_timeout=timeout, test_timeout=timeout,
-                                             on_progress=lambda msg: status.update(escape(msg)))
+            view = BranchView()
+            with Live(get_renderable=view.render, console=err, refresh_per_second=4, transient=True):
+                result, ev = setup_directory(yard, src, image, jobs=jobs, step_timeout=timeout, test_timeout=timeout,
+                                             on_update=view.update)
             contract = write_contract(out_dir or Path("envyard-contract") / image.split(":")[0].replace("/", "-"), result, ev)
         except EnvyardError as e:
             fail(e)
+        except KeyboardInterrupt:
+            err.print("[yellow]interrupted: every branch and sandbox of this setup was stopped and removed[/]")
+            raise typer.Exit(130)
         finally:
             if fetched is not None:
                 fetched.cleanup()
@@ -63,20 +72,53 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         if as_json:
             emit_json(data)
         else:
-            t = Table("LEVEL", "CHECK", "RESULT", "DETAIL", "TIME (s)")
-            for lv in result.levels:
-                mark = "[green]✓[/]" if lv.ok else "[red]✗[/]" if lv.ok is False else "–"
-                t.add_row(f"L{lv.level}", lv.name, mark, escape(lv.detail), f"{lv.seconds:.1f}")
-            out.print(t)
-            r = result.recipe
-            out.print(f"level reached: L{result.level} · Python {r.interpreter.version} ({r.interpreter.provider}) · "
-                      f"{len(r.steps)} steps · {result.wall_time:.0f}s"
-                      + (f" · pass ratio {result.pass_ratio:.2f}" if result.pass_ratio is not None else ""))
-            if result.image:
-                out.print(f"image {escape(result.image)}; contract in {escape(str(contract))}")
-            if result.replay:
-                out.print(("[green]verified[/]: " if result.verified else "[red]not verified[/]: ")
-                          + escape(result.replay.get("detail", "")))
-            if result.reason and not result.replay.get("ok"):
-                out.print(f"[yellow]stopped at {escape(result.reason)}[/]")
+            _print_result(out, result, contract)
         raise typer.Exit(0 if result.verified else 1)
+
+
+class BranchView:
+    """The live view of the search: one row per branch, redrawn by rich a few times a second."""
+
+    def __init__(self):
+        self.branches = []
+        self.start = time.monotonic()
+
+    def update(self, branches) -> None:
+        self.branches = list(branches)
+
+    def render(self):
+        t = Table("#", "CANDIDATE", "STATE", "NOW", "LEVEL", "TIME", box=None, padding=(0, 1),
+                  title=f"envyard setup · {time.monotonic() - self.start:.0f}s", title_justify="left")
+        for b in self.branches:
+            t.add_row(str(b.id), escape(b.cand.label), b.state, escape(b.doing[:60]),
+                      f"L{b.level}" if b.level >= 0 else "–", f"{b.seconds:.0f}s")
+        return t
+
+
+def _print_result(out, result, contract) -> None:
+    if len(result.branches) > 1:
+        bt = Table("BRANCH", "CANDIDATE", "STATE", "LEVEL", "TIME (s)", "REPAIRS / REASON")
+        for b in result.branches:
+            bt.add_row(str(b["id"]), escape(b["candidate"]), b["state"], f"L{b['level']}" if b["level"] >= 0 else "–",
+                       f"{b['seconds']:.0f}", escape("; ".join(b["repairs"]) or b["reason"])[:100])
+        out.print(bt)
+    t = Table("LEVEL", "CHECK", "RESULT", "DETAIL", "TIME (s)")
+    for lv in [*result.levels, *([result.integrity] if result.integrity else [])]:
+        mark = "[green]✓[/]" if lv.ok else "[red]✗[/]" if lv.ok is False else "–"
+        t.add_row(f"L{lv.level}" if lv.level >= 0 else "", lv.name, mark, escape(lv.detail), f"{lv.seconds:.1f}")
+    out.print(t)
+    r = result.recipe
+    if r is not None:
+        out.print(f"level reached: L{result.level} · Python {r.interpreter.version} ({r.interpreter.provider})"
+                  + (f" · dependencies as of {r.cutoff[:10]}" if r.cutoff else "")
+                  + f" · {len(r.steps)} steps · {len(result.repairs)} repairs · {result.wall_time:.0f}s"
+                  + (f" · pass ratio {result.pass_ratio:.2f}" if result.pass_ratio is not None else ""))
+    for rep in result.repairs:
+        out.print(f"  repair: {escape(rep)}")
+    if result.image:
+        out.print(f"image {escape(result.image)}; contract in {escape(str(contract))}")
+    if result.replay:
+        out.print(("[green]verified[/]: " if result.verified else "[red]not verified[/]: ")
+                  + escape(result.replay.get("detail", "")))
+    if result.reason and not result.verified:
+        out.print(f"[yellow]stopped at {escape(result.reason)}[/]")

@@ -37,6 +37,10 @@ class SandboxSpec:
     limits: Limits = field(default_factory=Limits)
     env: dict[str, str] = field(default_factory=dict)
     workdir: str | None = None
+    # Host directories bound read-write into the sandbox (host path, sandbox path). Not for untrusted agents:
+    # the setup engine uses it for a shared package-download cache.
+    binds: tuple[tuple[str, str], ...] = ()
+    ro_binds: tuple[tuple[str, str], ...] = ()  # the same, read-only (files or directories)
 
 
 class SandboxHandle(abc.ABC):

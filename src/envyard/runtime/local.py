@@ -184,6 +184,10 @@ class LocalSandbox(SandboxHandle):
                  "--ro-bind", "/sys", "/sys", "--ro-bind", str(self.ipc), IPC_MOUNT]
         if self.spec.network == "host":
             args += ["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
+        for host_path, inside in self.spec.binds:
+            args += ["--bind", host_path, inside]
+        for host_path, inside in self.spec.ro_binds:
+            args += ["--ro-bind", host_path, inside]
         args += ["--clearenv"]
         for k, v in self.env.items():
             args += ["--setenv", k, v]

@@ -1,89 +1,164 @@
-"""From evidence to a recipe: typed install steps and a test command, each with the rule that produced it.
+"""From evidence to ranked candidate recipes of typed steps, each step with the evidence rule that produced it.
 
-This first planner makes one candidate, for the interpreters this machine provides without building anything
-(the host's /usr/bin/python3). Ranked alternatives, repairs and other bases come with the search engine.
+A candidate is an interpreter (from a provider, see interpreters.py) plus an optional dependency time cut-off
+(`uv pip install --exclude-newer DATE`, the source's release date). `candidates` ranks them; `plan` turns one
+into a recipe: apt packages, a venv, requirements files, the project in editable mode with its test-like
+extras, test-like dependency groups, and the test runner with the plugins its configuration needs.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from ..errors import EnvyardError
 from .evidence import Evidence
+from .interpreters import TOOLS_BIN, Interpreter, NoPython, minor
 
 VENV = "/opt/venv"
-PIP = f"{VENV}/bin/python -m pip install --disable-pip-version-check --no-input"
+INSTALL = "uv pip install"
 TESTISH = re.compile(r"(^|[-_])(test|tests|testing|dev|develop|check)($|[-_])", re.I)
+# When each interpreter line was released: a project released long before it likely never ran on it.
+PYTHON_RELEASED = {(3, 9): "2020-10-05", (3, 10): "2021-10-04", (3, 11): "2022-10-24", (3, 12): "2023-10-02",
+                   (3, 13): "2024-10-07", (3, 14): "2025-10-07"}
+OLD_SOURCE_DAYS = 540  # sources older than this also get a speculative candidate with a dependency cut-off
 
-
-class NoPython(EnvyardError):
-    """No interpreter this machine can provide satisfies the project's Python constraint."""
-
-    exit_code = 1
-
-
-@dataclass(frozen=True)
-class Interpreter:
-    """A Python the planner can use. A seam for more providers (Debian suites, uv-managed builds)."""
-
-    provider: str
-    base: str
-    path: str
-    version: str
-
-
-def host_interpreter() -> Interpreter:
-    out = subprocess.run(["/usr/bin/python3", "-c", "import platform; print(platform.python_version())"],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        raise NoPython("the host has no /usr/bin/python3", fix="apt-get install -y python3 python3-venv")
-    return Interpreter("host", "host", "/usr/bin/python3", out.stdout.strip())
+ENV = {"VIRTUAL_ENV": VENV,
+       "PATH": f"{VENV}/bin:{TOOLS_BIN}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+       "PIP_DISABLE_PIP_VERSION_CHECK": "1", "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8",
+       "UV_LINK_MODE": "copy", "UV_NO_PROGRESS": "1"}
 
 
 @dataclass
 class Step:
-    kind: str  # venv | requirements | project | packages | apt
+    kind: str  # venv | requirements | project | packages | apt | repair
     command: str  # a shell command, run in the project root
-    why: str  # the evidence rule(s) that produced it
+    why: str  # the evidence rule(s) or repair that produced it
+
+
+@dataclass(frozen=True)
+class Candidate:
+    interpreter: Interpreter
+    cutoff: str | None = None  # ISO 8601 UTC; dependencies uploaded after it are not considered
+    why: str = ""
+    carry: tuple[Step, ...] = ()  # repairs learned by an earlier branch (apt first, the rest after the plan)
+    fallback: bool = False  # start only when nothing better is running (not speculatively)
+
+    @property
+    def label(self) -> str:
+        version = ".".join(self.interpreter.version.split(".")[:2])
+        return f"py{version} {self.interpreter.provider}" + (f" cut-off {self.cutoff[:10]}" if self.cutoff else "")
 
 
 @dataclass
 class Recipe:
     interpreter: Interpreter
+    cutoff: str | None = None
     steps: list[Step] = field(default_factory=list)
     test_runner: str = "pytest"
     test_command: str = ""
     packages: list[str] = field(default_factory=list)  # top-level importable names (for level 1)
+    env: dict[str, str] = field(default_factory=dict)  # set by repairs (e.g. a locale); exported by setup.sh
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def install(self, args: str) -> str:
+        """The install command for `args` under this recipe's cut-off."""
+        return INSTALL + cutoff_flags(self.cutoff) + f" {args}"
 
-def choose_interpreter(ev: Evidence, available: list[Interpreter]) -> Interpreter:
+
+# Build backends stay current under a cut-off: their old releases cannot build editable installs (PEP 660
+# came in setuptools 64, flit-core 3.4, ...), and what an old project needs from them is a repair's job.
+CUTOFF_EXEMPT = ("setuptools", "wheel", "pip", "flit-core", "hatchling", "poetry-core", "pdm-backend")
+
+
+def cutoff_flags(cutoff: str | None) -> str:
+    if not cutoff:
+        return ""
+    return f" --exclude-newer {cutoff}" + "".join(f" --exclude-newer-package {p}=2100-01-01T00:00:00Z"
+                                                   for p in CUTOFF_EXEMPT)
+
+
+def candidates(ev: Evidence, available: list[Interpreter], *, now: datetime | None = None) -> list[Candidate]:
+    """Ranked candidates: interpreters that satisfy the hard constraint, the ones the project names (classifiers,
+    CI) and that existed when it was released first, the host's before a Debian base of the same version; plus,
+    for an old source, the same interpreter with a dependency cut-off at the source's date."""
     constraint = ev.python_constraint()
-    for interp in available:
-        if constraint is None or Version(interp.version) in constraint:
-            return interp
-    have = ", ".join(f"{i.version} ({i.provider})" for i in available)
-    raise NoPython(f"the project requires Python {constraint}; this machine provides {have}",
-                   fix="more interpreter providers (Debian bullseye/trixie bases) are planned; see docs/setup.md")
+    fits = [i for i in available if constraint is None or Version(i.version) in constraint]
+    if not fits:
+        have = ", ".join(i.label for i in available)
+        raise NoPython(f"the project requires Python {constraint}; this machine provides {have}",
+                       fix="set up an older or newer release of the project, or add an interpreter provider")
+    hints = {h for h in (_minor_or_none(f.value) for f in ev.of("python_hint")) if h}
+    date = source_date(ev)
+    seen: set[tuple] = set()
+    unique = []
+    for i in fits:  # one interpreter per minor version: the host's if it has it
+        if minor(i.version) not in seen:
+            seen.add(minor(i.version))
+            unique.append(i)
+
+    def rank(i: Interpreter):
+        released = PYTHON_RELEASED.get(minor(i.version), "2000-01-01")
+        existed = date is None or released <= date[:10]
+        return (not (minor(i.version) in hints or not hints), not existed, i.provider != "host", -minor(i.version)[1])
+
+    ranked = sorted(unique, key=rank)
+    why_first = "named by the project" if hints and minor(ranked[0].version) in hints else "satisfies the constraint"
+    out = [Candidate(ranked[0], None, why_first)]
+    old = date is not None and (now or datetime.now(timezone.utc)) - _parse(date) > _days(OLD_SOURCE_DAYS)
+    if old:
+        out.append(Candidate(ranked[0], cutoff_of(date), f"the source is from {date[:10]}: dependencies as of then"))
+    for i in ranked[1:]:
+        out.append(Candidate(i, cutoff_of(date) if old else None, "another interpreter that satisfies the constraint",
+                             fallback=True))
+    return out
+
+
+def source_date(ev: Evidence) -> str | None:
+    dates = [f.value for f in ev.of("source_date") if isinstance(f.value, str)]
+    return dates[0] if dates else None
+
+
+def cutoff_of(date: str) -> str:
+    """The cut-off for a source date: the end of that day (UTC), so same-day releases still count."""
+    return date[:10] + "T23:59:59Z"
+
+
+def _parse(date: str) -> datetime:
+    d = datetime.fromisoformat(date.replace("Z", "+00:00"))
+    return d if d.tzinfo else d.replace(tzinfo=timezone.utc)
+
+
+def _days(n: int):
+    from datetime import timedelta
+
+    return timedelta(days=n)
+
+
+def _minor_or_none(value) -> tuple[int, int] | None:
+    m = re.match(r"^(\d+)\.(\d+)", str(value))
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def _quote_reqs(reqs: list[str]) -> str:
     return " ".join(shlex.quote(r) for r in reqs)
 
 
-def plan(ev: Evidence, available: list[Interpreter] | None = None) -> Recipe:
-    interp = choose_interpreter(ev, available or [host_interpreter()])
-    pip = PIP
-    r = Recipe(interp, steps=[Step("venv", f"{interp.path} -m venv {VENV}", f"interpreter: {interp.provider} {interp.version}")])
+def plan(ev: Evidence, cand: Candidate) -> Recipe:
+    interp = cand.interpreter
+    r = Recipe(interp, cand.cutoff)
+    # --seed: pip, and setuptools/wheel below 3.12, as `python -m venv` would have (tests sometimes use them)
+    r.steps.append(Step("venv", f"uv venv --seed --python {interp.path}{cutoff_flags(cand.cutoff)} {VENV}",
+                        f"interpreter: {interp.label}"))
+    if cand.cutoff:
+        r.notes.append(f"dependencies as of {cand.cutoff} (uv --exclude-newer)")
     apt = sorted({f.value["name"] for f in ev.of("system_package")
                   if isinstance(f.value, dict) and f.value.get("when", "always") == "always"})
     if apt:
@@ -94,19 +169,19 @@ def plan(ev: Evidence, available: list[Interpreter] | None = None) -> Recipe:
                  and not re.search(r"(doc|lint)", f.value.get("path", ""), re.I)]
     top = [f for f in req_files if "/" not in f.value["path"]] or req_files  # included files come along via -r
     for f in top:
-        r.steps.append(Step("requirements", f"{pip} -r {shlex.quote(f.value['path'])}", f"{f.via} ({f.file})"))
+        r.steps.append(Step("requirements", r.install(f"-r {shlex.quote(f.value['path'])}"), f"{f.via} ({f.file})"))
     project = any(f.kind in ("build_backend",) for f in ev.facts) or any(
         (ev.root / n).is_file() for n in ("pyproject.toml", "setup.py", "setup.cfg"))
     extras = sorted({f.value["extra"] for f in ev.of("extra") if isinstance(f.value, dict) and TESTISH.search(f.value["extra"])})
     if project:
         target = "." + (f"[{','.join(extras)}]" if extras else "")
-        r.steps.append(Step("project", f"{pip} -e {shlex.quote(target)}",
+        r.steps.append(Step("project", r.install(f"-e {shlex.quote(target)}"),
                             "project metadata" + (f"; extras {', '.join(extras)}" if extras else "")))
     groups = [f.value for f in ev.of("dependency_group")
               if isinstance(f.value, dict) and TESTISH.search(str(f.value.get("group", "")))]
     group_reqs = sorted({g["requirement"] for g in groups})
     if group_reqs:
-        r.steps.append(Step("packages", f"{pip} {_quote_reqs(group_reqs)}",
+        r.steps.append(Step("packages", r.install(_quote_reqs(group_reqs)),
                             "dependency groups " + ", ".join(sorted({g['group'] for g in groups}))))
     runners = [f.value for f in ev.of("test_runner")]
     r.test_runner = "pytest" if "pytest" in runners or not runners else runners[0]
@@ -118,7 +193,7 @@ def plan(ev: Evidence, available: list[Interpreter] | None = None) -> Recipe:
     if r.test_runner == "pytest":
         wanted = ["pytest", *wanted]
     if wanted:
-        r.steps.append(Step("packages", f"{pip} {_quote_reqs(sorted(set(wanted)))}",
+        r.steps.append(Step("packages", r.install(_quote_reqs(sorted(set(wanted)))),
                             f"test runner {r.test_runner}" + (" and the plugins its config needs" if len(wanted) > 1 else "")))
     r.test_command = {
         "pytest": f"{VENV}/bin/python -m pytest",
@@ -127,11 +202,12 @@ def plan(ev: Evidence, available: list[Interpreter] | None = None) -> Recipe:
     names = [f.value["name"] if isinstance(f.value, dict) else f.value
              for f in (*ev.of("top_level_package"), *ev.of("top_level_module"))]
     r.packages = sorted({n for n in names if isinstance(n, str) and n.isidentifier()} - {"setup", "conftest", "manage"})
+    apt_carried = [s for s in cand.carry if s.kind == "apt"]
+    r.steps = apt_carried + r.steps + [s for s in cand.carry if s.kind != "apt"]
     seen: set[str] = set()
     r.steps = [s for s in r.steps if not (s.command in seen or seen.add(s.command))]
-    constraint = ev.python_constraint()
-    if constraint is None:
-        r.notes.append("no Python constraint found; used the newest available interpreter")
+    if ev.python_constraint() is None:
+        r.notes.append("no Python constraint found")
     return r
 
 

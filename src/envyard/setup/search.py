@@ -1,0 +1,617 @@
+"""The search: candidate recipes run as branches in parallel sandboxes over shared setup bases.
+
+Each branch climbs the ladder for one candidate. Every install step is a transaction: the sandbox is
+snapshotted before it, and when it fails the output is diagnosed (repairs.py) and the branch rolls back to that
+snapshot, applies the fix and tries the step again, instead of starting over. Fixes that need another
+starting point (an older/newer Python, a dependency cut-off) end the branch and queue a new candidate that
+carries the repairs learned so far.
+
+The coordinator runs at most `jobs` branches at once: the ranked candidates (for an old source, with and
+without a dependency cut-off) speculatively, fallbacks (other interpreters) only once those have failed. The first branch that reaches L4 with a pass ratio of
+at least GOOD_RATIO wins and the others are cancelled (their sandboxes closed, their snapshots deleted). Once
+any branch reaches L3, no new candidates start; the best finished branch wins.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import os
+import re
+import shlex
+import threading
+import time
+import traceback
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..errors import EnvyardError
+from ..store import Image
+from ..yard import Sandbox, Yard
+from . import importscan
+from .evidence import Evidence
+from .interpreters import Interpreter, minor, setup_base
+from .plan import ENV, INSTALL, VENV, Candidate, Recipe, Step, plan, cutoff_of, source_date
+from .repairs import Fix, diagnose
+
+JUNIT = "/tmp/envyard-junit.xml"
+SCAN_SCRIPT = "/tmp/envyard-importscan.py"
+GOOD_RATIO = 0.9
+MAX_REPAIRS = 4  # fixes tried for one failing step or level
+MAX_BRANCHES = 5
+UV_CACHE = "/root/.cache/uv"
+INSIDE_CA = "/etc/envyard-host-ca.crt"
+
+
+def host_trust() -> tuple[dict[str, str], dict[str, str]]:
+    """The machine's CA bundle, bound read-only into setup sandboxes (binds, env), so installs work behind a
+    TLS-intercepting proxy, on Debian bases too. Setup-time only: images do not keep it."""
+    for candidate in (os.environ.get("SSL_CERT_FILE"), "/etc/ssl/certs/ca-certificates.crt"):
+        if candidate and Path(candidate).is_file():
+            return {candidate: INSIDE_CA}, {"SSL_CERT_FILE": INSIDE_CA}
+    return {}, {}
+
+
+def setup_sandbox(yard: Yard, image: Image, cache: Path) -> Sandbox:
+    """A sandbox for setup work: network on, the shared uv download cache, the machine's CA bundle."""
+    ro, _ = host_trust()
+    return yard.sandbox(image, network="host", workdir="/", binds={str(cache): UV_CACHE}, ro_binds=ro)
+
+
+def setup_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    return {**ENV, **host_trust()[1], **(extra or {})}
+
+
+@dataclass
+class LevelResult:
+    level: int
+    name: str
+    ok: bool | None  # None: not run
+    detail: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class Branch:
+    id: int
+    cand: Candidate
+    rank: int
+    state: str = "queued"  # queued | running | done | cancelled | error
+    doing: str = ""
+    recipe: Recipe | None = None
+    levels: list[LevelResult] = field(default_factory=list)
+    tests: dict[str, str] = field(default_factory=dict)
+    repairs: list[str] = field(default_factory=list)
+    spawned: list[Candidate] = field(default_factory=list)
+    image: Image | None = None  # the branch's final state, kept until the search decides
+    collected: int = 0
+    integrity: "LevelResult | None" = None  # the project's Python files unchanged by setup and tests
+    started: float = 0.0
+    ended: float = 0.0
+    reason: str = ""
+    log: list[str] = field(default_factory=list)
+    ws: "Workspace | None" = None
+
+    @property
+    def level(self) -> int:
+        return reached(self.levels)
+
+    @property
+    def pass_ratio(self) -> float | None:
+        return pass_ratio(self.tests)
+
+    @property
+    def good(self) -> bool:
+        return self.level >= 4 and (self.pass_ratio or 0) >= GOOD_RATIO
+
+    @property
+    def seconds(self) -> float:
+        return ((self.ended or time.monotonic()) - self.started) if self.started else 0.0
+
+
+class Cancelled(Exception):
+    """The search no longer needs this branch."""
+
+
+class Workspace:
+    """A branch's sandbox, with transactions: `begin` snapshots, `rollback` reopens from that snapshot."""
+
+    def __init__(self, yard: Yard, image: Image, cache: Path, cancel: threading.Event, log: list[str],
+                 track: Callable[[Sandbox, bool], None]):
+        self.yard, self.cache, self.cancel, self.log, self.track = yard, cache, cancel, log, track
+        self.env = setup_env()
+        self.snapshots: list[Image] = []
+        self.sb: Sandbox | None = None
+        self._lock = threading.Lock()
+        self._open(image)
+
+    def _open(self, image: Image) -> None:
+        with self._lock:
+            if self.cancel.is_set():
+                raise Cancelled()
+            self.sb = setup_sandbox(self.yard, image, self.cache)
+            self.track(self.sb, True)
+
+    def sh(self, command: str, cwd: str, timeout: float):
+        if self.cancel.is_set():
+            raise Cancelled()
+        try:
+            r = self.sb.exec(command, cwd=cwd, env=self.env, timeout=timeout, max_output=400_000)
+        except EnvyardError:
+            if self.cancel.is_set():
+                raise Cancelled() from None
+            raise
+        self.log.append(f"$ {command}\n{r.stdout}{r.stderr}[exit {r.exit_code}{', timed out' if r.timed_out else ''}, "
+                        f"{r.duration:.1f}s]\n")
+        return r
+
+    def begin(self) -> Image:
+        """Seal the changes so far as a layer and continue in a fresh sandbox over it: each layer then holds
+        one step's changes, so a snapshot copies only the last step's files, and a rollback is a restart."""
+        snap = self.sb.snapshot()
+        self.snapshots.append(snap)
+        self.kill()
+        self._open(snap)
+        return snap
+
+    def rollback(self, snap: Image) -> None:
+        self.kill()
+        self._open(snap)
+
+    def kill(self) -> None:
+        """Close the sandbox; from another thread this stops whatever runs now (the branch sees Cancelled)."""
+        with self._lock:
+            if self.sb is not None:
+                self.sb.close()
+                self.track(self.sb, False)
+
+    def close(self) -> None:
+        self.kill()
+        for snap in self.snapshots:
+            drop_image(self.yard, snap)
+        self.snapshots.clear()
+
+
+def drop_image(yard: Yard, image: Image) -> None:
+    try:
+        yard.store.remove_image(image.name)
+    except EnvyardError:
+        pass
+
+
+Update = Callable[[list[Branch]], None]
+
+
+class Search:
+    def __init__(self, yard: Yard, ev: Evidence, src: Path, workdir: str, available: list[Interpreter], *,
+                 jobs: int = 2, step_timeout: float = 1800, test_timeout: float = 1800, on_update: Update | None = None):
+        self.yard, self.ev, self.src, self.workdir, self.available = yard, ev, src, workdir, available
+        self.jobs, self.step_timeout, self.test_timeout = max(1, jobs), step_timeout, test_timeout
+        self.on_update = on_update or (lambda _b: None)
+        self.branches: list[Branch] = []
+        self.cancel_all = threading.Event()
+        self.cache = yard.store.home / "cache" / "uv"
+        self.cache.mkdir(parents=True, exist_ok=True)
+        self.manifest = source_manifest(src)
+        self._cancels: dict[int, threading.Event] = {}
+        self._live: set[Sandbox] = set()  # every sandbox the search has open, for Ctrl-C
+        self._live_lock = threading.Lock()
+
+    def track(self, sb: Sandbox, alive: bool = True) -> None:
+        with self._live_lock:
+            (self._live.add if alive else self._live.discard)(sb)
+
+    # ---- coordinator ---------------------------------------------------------------------------------------
+
+    def run(self, cands: list[Candidate]) -> Branch:
+        queue = [Branch(i, c, i) for i, c in enumerate(cands)]
+        seen = {(c.interpreter.provider, c.cutoff) for c in cands}
+        running: dict[cf.Future, Branch] = {}
+        settled = False
+        winner: Branch | None = None
+        pool = cf.ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="envyard-branch")
+        try:
+            while True:
+                while not settled and queue and len(running) < self.jobs and len(self.branches) < MAX_BRANCHES:
+                    if queue[0].cand.fallback and running:
+                        break  # fallbacks wait until the better-ranked branches have failed
+                    b = queue.pop(0)
+                    b.id = len(self.branches)
+                    self.branches.append(b)
+                    self._cancels[b.id] = threading.Event()
+                    b.state, b.started = "running", time.monotonic()
+                    running[pool.submit(self._branch, b)] = b
+                self.on_update(self.branches)
+                if not running:
+                    break
+                done, _ = cf.wait(running, timeout=0.5, return_when=cf.FIRST_COMPLETED)
+                for fut in done:
+                    b = running.pop(fut)
+                    b.ended = time.monotonic()
+                    if b.state == "running":
+                        b.state = "done"
+                    for c in b.spawned:
+                        key = (c.interpreter.provider, c.cutoff)
+                        if key not in seen:
+                            seen.add(key)
+                            queue.insert(0, Branch(-1, c, b.rank))
+                    if b.level >= 3:
+                        settled = True
+                    if b.good and winner is None:
+                        winner = b
+                        for other in running.values():
+                            self._cancel(other)
+            finished = [b for b in self.branches if b.state == "done"]
+            best = winner or max(finished or self.branches, key=lambda b: (b.level, b.pass_ratio or 0, -b.rank))
+            for b in self.branches:
+                if b is not best and b.image is not None:
+                    drop_image(self.yard, b.image)
+                    b.image = None
+            self.on_update(self.branches)
+            return best
+        except BaseException:
+            self.cancel_all.set()
+            for b in running.values():
+                self._cancel(b)
+            with self._live_lock:
+                live = list(self._live)
+            for sb in live:  # e.g. a setup base being built: stop it now rather than wait for it
+                sb.close()
+            pool.shutdown(wait=True, cancel_futures=True)
+            for b in self.branches:
+                if b.image is not None:
+                    drop_image(self.yard, b.image)
+            raise
+        finally:
+            pool.shutdown(wait=True)
+
+    def _cancel(self, b: Branch) -> None:
+        b.state = "cancelled"
+        self._cancels[b.id].set()
+        if b.ws is not None:
+            b.ws.kill()
+
+    # ---- one branch ----------------------------------------------------------------------------------------
+
+    def _branch(self, b: Branch) -> None:
+        cancel = self._cancels[b.id]
+        try:
+            self._climb(b, cancel)
+        except Cancelled:
+            b.state = "cancelled"
+        except Exception as e:  # noqa: BLE001 - a branch's failure must reach the result, never vanish in its thread
+            if cancel.is_set() or self.cancel_all.is_set():
+                b.state = "cancelled"
+            else:
+                b.state, b.reason = "error", f"{type(e).__name__}: {e}"
+                if not isinstance(e, EnvyardError):
+                    b.log.append(traceback.format_exc())
+        finally:
+            if b.ws is not None:
+                b.ws.close()
+                b.ws = None
+            if b.state != "done" and b.state != "running" and b.image is not None:
+                drop_image(self.yard, b.image)
+                b.image = None
+
+    def _say(self, b: Branch, what: str) -> None:
+        b.doing = what
+        self.on_update(self.branches)
+
+    def _climb(self, b: Branch, cancel: threading.Event) -> None:
+        self._say(b, "preparing the setup base")
+        base = setup_base(self.yard, b.cand.interpreter, on_progress=lambda m: self._say(b, m), track=self.track)
+        b.recipe = recipe = plan(self.ev, b.cand)
+        b.ws = ws = Workspace(self.yard, base, self.cache, cancel, b.log, self.track)
+        self._say(b, "copying the source")
+        ws.sb.upload(self.src, self.workdir)
+        b.levels.append(self._install(b, ws, recipe))
+        if b.levels[-1].ok:
+            b.levels.append(self._fixing_level(b, ws, recipe, 1, "imports", "import", self._imports))
+            if b.level >= 1 or b.levels[-1].ok is None:
+                b.levels.append(self._scan(b, ws, recipe))
+                b.levels.append(self._fixing_level(b, ws, recipe, 3, "tests collected", "collect", self._collect))
+                if b.levels[-1].ok:
+                    b.levels.append(self._run_tests(b, ws, recipe))
+                b.integrity = self._integrity(b, ws)
+        if b.levels[0].ok:
+            self._say(b, "snapshot")
+            b.image = ws.sb.snapshot()
+        b.reason = b.reason or first_failure(b.levels)
+        b.doing = f"L{b.level}" if b.level >= 0 else "failed"
+
+    def _install(self, b: Branch, ws: Workspace, recipe: Recipe) -> LevelResult:
+        t = time.monotonic()
+        i = 0
+        while i < len(recipe.steps):
+            step = recipe.steps[i]
+            self._say(b, f"L0 {i + 1}/{len(recipe.steps)} {step.kind}")
+            snap = ws.begin()
+            r = ws.sh(step.command, self.workdir, self.step_timeout)
+            advance = 1
+            if r.exit_code != 0 and not r.timed_out:
+                r, advance = self._repair_step(b, ws, recipe, i, snap, r)
+            if r.exit_code != 0:
+                tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or [""]
+                why = "timed out" if r.timed_out else f"exited {r.exit_code}"
+                return LevelResult(0, "install", False, f"step {i + 1} ({recipe.steps[i].kind}) {why}: {tail[0][:300]}",
+                                   time.monotonic() - t)
+            i += advance
+        return LevelResult(0, "install", True, f"{len(recipe.steps)} steps", time.monotonic() - t)
+
+    def _repair_step(self, b: Branch, ws: Workspace, recipe: Recipe, i: int, snap: Image, r):
+        """Diagnose a failed install step; roll back to the snapshot before it, apply a fix, try again.
+        Returns the last result and how many recipe steps the (possibly repaired) step now spans."""
+        tried: set[tuple] = set()
+        retries = 0
+        for _ in range(MAX_REPAIRS):
+            fixes = [f for f in diagnose(r.stdout + r.stderr, stage="install", local=frozenset(recipe.packages))
+                     if (f.kind, f.args) not in tried]
+            if not fixes:
+                return r, 1
+            fix = fixes[0]
+            tried.add((fix.kind, fix.args))
+            if fix.kind in ("python", "cutoff"):
+                self._spawn(b, fix)
+                return r, 1
+            if fix.kind == "retry":
+                if retries >= 2:
+                    return r, 1
+                retries += 1
+                tried.discard((fix.kind, fix.args))
+            self._say(b, f"repair: {fix.rule}")
+            ws.rollback(snap)
+            before, step = self._fix_steps(fix, recipe, recipe.steps[i], ws)
+            ok = True
+            for extra in before:
+                pre = ws.sh(extra.command, self.workdir, self.step_timeout)
+                if pre.exit_code != 0:
+                    ok, r = False, pre
+                    break
+            if not ok:
+                ws.rollback(snap)
+                continue
+            r = ws.sh(step.command, self.workdir, self.step_timeout)
+            if fix.kind != "retry":
+                b.repairs.append(fix.why)
+            if r.exit_code == 0:
+                recipe.steps[i:i + 1] = [*before, step]
+                return r, len(before) + 1
+        return r, 1
+
+    def _fix_steps(self, fix: Fix, recipe: Recipe, failed: Step, ws: Workspace) -> tuple[list[Step], Step]:
+        """A fix as recipe steps: what to run first, and the failed step as it should run again."""
+        why = f"repair ({fix.rule}): {fix.why}"
+        if fix.kind == "apt":
+            return [apt_step(fix.args, why)], failed
+        if fix.kind == "pip":
+            return [Step("repair", recipe.install(quote(fix.args)), why)], failed
+        if fix.kind in ("build_deps", "legacy_setuptools"):
+            deps = [*fix.args, *(["setuptools", "wheel"] if fix.kind == "build_deps" else ["wheel"])]
+            again = failed
+            if failed.command.startswith(INSTALL) and "--no-build-isolation" not in failed.command:
+                again = Step(failed.kind, failed.command.replace(INSTALL, INSTALL + " --no-build-isolation", 1), failed.why)
+            return [Step("repair", recipe.install(quote(dict.fromkeys(deps))), why)], again
+        if fix.kind == "env":
+            for pair in fix.args:
+                k, _, v = pair.partition("=")
+                ws.env[k] = v
+                recipe.env[k] = v
+            return [], failed
+        return [], failed  # retry
+
+    def _spawn(self, b: Branch, fix: Fix) -> None:
+        """A fix that needs another starting point becomes a new candidate, carrying this branch's repairs."""
+        interp, cutoff = b.cand.interpreter, b.cand.cutoff
+        constraint = self.ev.python_constraint()
+        fits = [i for i in self.available if constraint is None or _in(i.version, constraint)]
+        if fix.kind == "cutoff":
+            date = source_date(self.ev)
+            if cutoff or not date:
+                return
+            cutoff = cutoff_of(date)
+        else:
+            want = fix.args[0] if fix.args else "older"
+            here = minor(interp.version)
+            others = [i for i in fits if (minor(i.version) < here if want == "older" else minor(i.version) > here)]
+            if not others:
+                return
+            interp = max(others, key=lambda i: minor(i.version)) if want == "older" else min(others, key=lambda i: minor(i.version))
+        carry = tuple(s for s in (b.recipe.steps if b.recipe else []) if s.kind in ("apt", "repair"))
+        b.spawned.append(Candidate(interp, cutoff, f"branch {b.id}: {fix.why}", carry))
+        b.reason = f"needs {'a dependency cut-off' if fix.kind == 'cutoff' else 'another Python'}: {fix.why}"
+
+    def _fixing_level(self, b: Branch, ws: Workspace, recipe: Recipe, level: int, name: str, stage: str, check):
+        """Run a check; on failure, try fixes from the diagnosis (no rollback: checks change nothing)."""
+        t = time.monotonic()
+        tried: set[tuple] = set()
+        for _ in range(MAX_REPAIRS + 1):
+            ok, detail, output = check(b, ws, recipe)
+            if ok is not False:
+                return LevelResult(level, name, ok, detail, time.monotonic() - t)
+            fixes = [f for f in diagnose(output, stage=stage, local=frozenset(recipe.packages))
+                     if (f.kind, f.args) not in tried and f.kind != "retry"]
+            if not fixes:
+                break
+            fix = fixes[0]
+            tried.add((fix.kind, fix.args))
+            if fix.kind in ("python", "cutoff"):
+                self._spawn(b, fix)
+                break
+            self._say(b, f"repair: {fix.rule}")
+            before, _ = self._fix_steps(fix, recipe, Step("check", "true", ""), ws)
+            if any(ws.sh(s.command, self.workdir, self.step_timeout).exit_code != 0 for s in before):
+                break
+            recipe.steps.extend(before)
+            b.repairs.append(fix.why)
+        return LevelResult(level, name, False, detail, time.monotonic() - t)
+
+    # ---- the levels ----------------------------------------------------------------------------------------
+
+    def _imports(self, b: Branch, ws: Workspace, recipe: Recipe):
+        if not recipe.packages:
+            return None, "no importable top-level package found", ""
+        self._say(b, "L1 import " + ", ".join(recipe.packages))
+        code = "; ".join(f"import {p}" for p in recipe.packages)
+        r = ws.sh(f"{VENV}/bin/python -c {shlex.quote(code)}", "/", 300)  # from /, not the source tree
+        if r.exit_code != 0:
+            return False, (r.stderr.strip().splitlines() or [""])[-1][:300], r.stdout + r.stderr
+        return True, ", ".join(recipe.packages), ""
+
+    def _scan(self, b: Branch, ws: Workspace, recipe: Recipe) -> LevelResult:
+        """L2: import statements across the repository that the environment cannot resolve (pyright-like)."""
+        t = time.monotonic()
+        self._say(b, "L2 missing-import scan")
+        ws.sb.write_file(SCAN_SCRIPT, importscan.script_source())
+        r = ws.sh(importscan.scan_command(f"{VENV}/bin/python", self.workdir, SCAN_SCRIPT), "/", 600)
+        try:
+            found = importscan.parse_scan(r.stdout)
+        except ValueError:
+            return LevelResult(2, "no missing imports", None, f"the scan gave no result (exit {r.exit_code})",
+                               time.monotonic() - t)
+        missing = found["missing"]
+        mods = sorted({m["module"] for m in missing})
+        detail = (f"{len(missing)} missing imports ({', '.join(mods[:6])}{'…' if len(mods) > 6 else ''})"
+                  if missing else f"all {found['imports']} imports resolve") + f" in {found['files']} files"
+        return LevelResult(2, "no missing imports", not missing, detail, time.monotonic() - t)
+
+    def _collect(self, b: Branch, ws: Workspace, recipe: Recipe):
+        if recipe.test_runner != "pytest":
+            return None, f"collection is only checked for pytest (runner: {recipe.test_runner})", ""
+        self._say(b, "L3 collecting tests")
+        r = ws.sh(f"{recipe.test_command} --collect-only -q -p no:cacheprovider", self.workdir, self.test_timeout)
+        count = collected_count(r.stdout)
+        b.collected = count
+        if r.exit_code in (0, 5) and count > 0:
+            return True, f"{count} tests", ""
+        output = r.stdout + r.stderr
+        if r.timed_out:
+            return False, f"collection passed the {self.test_timeout:.0f}s limit", ""
+        if count == 0 and r.exit_code in (0, 5):
+            return False, "no tests collected", ""
+        errors = [l.strip() for l in output.splitlines() if re.search(r"\w+Error\b|^ERROR ", l)]
+        return False, f"collection failed (exit {r.exit_code})" + (f": {errors[0][:200]}" if errors else ""), output
+
+    def _run_tests(self, b: Branch, ws: Workspace, recipe: Recipe) -> LevelResult:
+        t = time.monotonic()
+        self._say(b, "L4 running the tests")
+        r = ws.sh(f"{recipe.test_command} -q -p no:cacheprovider --junitxml={JUNIT}", self.workdir, self.test_timeout)
+        try:
+            b.tests = parse_junit(ws.sb.read_file(JUNIT))
+        except (FileNotFoundError, EnvyardError, ET.ParseError):
+            b.tests = {}
+        if r.timed_out:
+            return LevelResult(4, "tests run", False, f"the test run passed the {self.test_timeout:.0f}s limit",
+                               time.monotonic() - t)
+        if not b.tests:
+            return LevelResult(4, "tests run", False, f"no per-test results (exit {r.exit_code})", time.monotonic() - t)
+        counts = {s: list(b.tests.values()).count(s) for s in ("passed", "failed", "error", "skipped")}
+        return LevelResult(4, "tests run", True, ", ".join(f"{n} {s}" for s, n in counts.items() if n),
+                           time.monotonic() - t)
+
+    def _integrity(self, b: Branch, ws: Workspace) -> LevelResult:
+        """The project's Python sources and tests are byte-identical after setup and the test run."""
+        t = time.monotonic()
+        ws.sb.write_file("/tmp/envyard-manifest.json", json.dumps(self.manifest))
+        r = ws.sh(f"{VENV}/bin/python -c {shlex.quote(CHECK_MANIFEST)} /tmp/envyard-manifest.json", self.workdir, 300)
+        changed = r.stdout.split()
+        if r.exit_code != 0 and not changed:
+            return LevelResult(-1, "sources unchanged", None, f"check failed (exit {r.exit_code})", time.monotonic() - t)
+        if changed:
+            return LevelResult(-1, "sources unchanged", False, f"{len(changed)} files changed: {', '.join(changed[:5])}",
+                               time.monotonic() - t)
+        return LevelResult(-1, "sources unchanged", True, f"{len(self.manifest)} Python files checked", time.monotonic() - t)
+
+
+# Prints each manifest path whose content differs (or is gone); runs with the environment's interpreter.
+CHECK_MANIFEST = """import hashlib, json, os, sys
+for path, digest in sorted(json.load(open(sys.argv[1])).items()):
+    try:
+        ok = hashlib.sha256(open(path, 'rb').read()).hexdigest() == digest
+    except OSError:
+        ok = False
+    if not ok:
+        print(path)
+"""
+
+
+GENERATED = re.compile(rb"generated by|setuptools[-_]scm|hatch[-_]vcs|track in version control|autogenerated",
+                       re.I)
+
+
+def source_manifest(src: Path) -> dict[str, str]:
+    """sha256 of the project's Python files (sources and tests), relative to its root. Build metadata and files
+    a build writes (e.g. setuptools-scm's `_version.py`, which says so in its first lines) are left out."""
+    import hashlib
+
+    out = {}
+    for p in sorted(src.rglob("*.py*")):
+        rel = p.relative_to(src)
+        if p.suffix not in (".py", ".pyi") or not p.is_file() or p.is_symlink():
+            continue
+        if any(part.endswith(".egg-info") or part in (".git", ".tox", ".nox", "build", "__pycache__")
+               for part in rel.parts):
+            continue
+        data = p.read_bytes()
+        if GENERATED.search(data[:600]):
+            continue
+        out[str(rel)] = hashlib.sha256(data).hexdigest()
+    return out
+
+
+def apt_step(packages, why: str) -> Step:
+    return Step("apt", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
+                "--no-install-recommends " + " ".join(packages), why)
+
+
+def quote(args) -> str:
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def _in(version: str, constraint) -> bool:
+    from packaging.version import Version
+
+    return Version(version) in constraint
+
+
+def collected_count(stdout: str) -> int:
+    m = re.search(r"(\d+) tests? collected", stdout) or re.search(r"^(\d+) tests?", stdout, re.M)
+    return int(m.group(1)) if m else len([l for l in stdout.splitlines() if "::" in l])
+
+
+def parse_junit(data: bytes) -> dict[str, str]:
+    """JUnit XML → {test id: passed|failed|error|skipped}."""
+    statuses = {}
+    for case in ET.fromstring(data).iter("testcase"):
+        tid = f"{case.get('classname', '')}::{case.get('name', '')}"
+        kinds = {child.tag for child in case}
+        statuses[tid] = ("failed" if "failure" in kinds else "error" if "error" in kinds
+                         else "skipped" if "skipped" in kinds else "passed")
+    return statuses
+
+
+def pass_ratio(tests: dict[str, str]) -> float | None:
+    passed = sum(1 for s in tests.values() if s == "passed")
+    counted = sum(1 for s in tests.values() if s in ("passed", "failed", "error"))
+    return passed / counted if counted else None
+
+
+def reached(levels: list[LevelResult]) -> int:
+    """The highest ladder level with every level below it passed or not run. L2 is reported but does not gate:
+    optional imports (`try: import x`) that nothing needs count as missing there."""
+    best = -1
+    for lv in sorted(levels, key=lambda x: x.level):
+        if lv.level == 2:
+            continue
+        if lv.ok is False:
+            break
+        if lv.ok is True:
+            best = lv.level
+    return best
+
+
+def first_failure(levels: list[LevelResult]) -> str:
+    failed = [lv for lv in levels if lv.ok is False and lv.level != 2]  # L2 is reported, not a failure
+    return f"L{failed[0].level} {failed[0].name}: {failed[0].detail}" if failed else ""

@@ -1,0 +1,89 @@
+"""Candidate ranking and recipes: pure functions over evidence read from small projects written here."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime, timezone
+
+import pytest
+
+from envyard.setup.evidence import gather
+from envyard.setup.interpreters import Interpreter, NoPython
+from envyard.setup.plan import CUTOFF_EXEMPT, Candidate, candidates, plan
+
+HOST = Interpreter("host", "host", "/usr/bin/python3", "3.11.2")
+BULLSEYE = Interpreter("debian:bullseye", "debian:bullseye", "/usr/bin/python3", "3.9")
+BOOKWORM = Interpreter("debian:bookworm", "debian:bookworm", "/usr/bin/python3", "3.11")
+TRIXIE = Interpreter("debian:trixie", "debian:trixie", "/usr/bin/python3", "3.13")
+ALL = [HOST, BULLSEYE, BOOKWORM, TRIXIE]
+NOW = datetime(2026, 11, 29, tzinfo=timezone.utc)
+
+
+def project(tmp_path, requires="", classifiers=(), dated=None):
+    lines = ['[project]', 'name = "demo"', 'version = "1.0"']
+    if requires:
+        lines.append(f'requires-python = "{requires}"')
+    if classifiers:
+        lines.append("classifiers = [" + ", ".join(f'"Programming Language :: Python :: {c}"' for c in classifiers) + "]")
+    lines += ['[project.optional-dependencies]', 'test = ["pytest"]']
+    (tmp_path / "pyproject.toml").write_text("\n".join(lines) + "\n")
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "__init__.py").write_text("")
+    if dated:
+        stamp = time.mktime((*dated, 12, 0, 0, 0, 0, -1))
+        for p in [tmp_path, *tmp_path.rglob("*")]:
+            os.utime(p, (stamp, stamp))
+    return gather(tmp_path)
+
+
+def test_a_recent_project_gets_the_host_first_and_the_rest_as_fallbacks(tmp_path):
+    cands = candidates(project(tmp_path, ">=3.8", dated=(2026, 10, 1)), ALL, now=NOW)
+    assert cands[0] == Candidate(HOST, None, cands[0].why)
+    assert [c.interpreter.version for c in cands] == ["3.11.2", "3.13", "3.9"]  # one per minor version
+    assert all(c.fallback for c in cands[1:]) and all(c.cutoff is None for c in cands)
+
+
+def test_a_constraint_that_excludes_the_host_picks_a_debian_suite(tmp_path):
+    cands = candidates(project(tmp_path, ">=3.8,<3.10", dated=(2026, 10, 1)), ALL, now=NOW)
+    assert [c.interpreter.provider for c in cands] == ["debian:bullseye"]
+
+
+def test_an_old_source_prefers_a_python_of_its_time_and_adds_a_cutoff_candidate(tmp_path):
+    cands = candidates(project(tmp_path, ">=3.6", dated=(2021, 6, 1)), ALL, now=NOW)
+    first, second = cands[:2]
+    assert first.interpreter is BULLSEYE and first.cutoff is None and not first.fallback
+    assert second.interpreter is BULLSEYE and second.cutoff == "2021-06-01T23:59:59Z" and not second.fallback
+    assert all(c.fallback and c.cutoff for c in cands[2:])
+
+
+def test_classifiers_name_the_preferred_python(tmp_path):
+    cands = candidates(project(tmp_path, ">=3.8", classifiers=["3.13"], dated=(2026, 10, 1)), ALL, now=NOW)
+    assert cands[0].interpreter is TRIXIE
+
+
+def test_no_interpreter_satisfies_the_constraint(tmp_path):
+    with pytest.raises(NoPython) as e:
+        candidates(project(tmp_path, ">=3.14"), ALL, now=NOW)
+    assert ">=3.14" in str(e.value) and "3.9 (debian:bullseye)" in str(e.value)
+
+
+def test_a_cutoff_recipe_pins_dependencies_but_not_build_backends(tmp_path):
+    ev = project(tmp_path, ">=3.6")
+    r = plan(ev, Candidate(BULLSEYE, "2021-06-01T23:59:59Z"))
+    assert r.steps[0].command.startswith("uv venv --seed --python /usr/bin/python3 --exclude-newer 2021-06-01")
+    proj = next(s for s in r.steps if s.kind == "project")
+    assert proj.command.startswith("uv pip install --exclude-newer 2021-06-01T23:59:59Z")
+    assert all(f"--exclude-newer-package {p}=" in proj.command for p in CUTOFF_EXEMPT)
+    assert proj.command.endswith("-e '.[test]'")
+    plain = plan(ev, Candidate(HOST))
+    assert not any("exclude-newer" in s.command for s in plain.steps)
+
+
+def test_carried_repairs_keep_their_place(tmp_path):
+    from envyard.setup.plan import Step
+
+    apt = Step("apt", "apt-get install -y libfoo-dev", "repair")
+    pip = Step("repair", "uv pip install hypothesis", "repair")
+    r = plan(project(tmp_path, ">=3.8"), Candidate(HOST, None, "", (pip, apt)))
+    assert r.steps[0] == apt and r.steps[-1] == pip
