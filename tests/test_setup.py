@@ -58,7 +58,7 @@ def test_setup_reaches_l4_with_a_baseline_and_a_usable_image(home, tmp_path):
     assert "imports resolve" in data["levels"][2]["detail"]
     assert data["integrity"]["ok"] is True
     assert data["verified"] is True and data["replay"]["ok"] is True  # a clean replay from the base reproduced it
-    assert data["replay"]["collected"] == 4
+    assert data["replay"]["collected"] == 4 and data["replay"]["statuses_same"] == 4  # L4 again, same statuses
     assert data["recipe"]["interpreter"]["provider"] == "host" and data["recipe"]["cutoff"] is None
     dockerfile = (out / "Dockerfile").read_text()
     assert dockerfile.startswith("# written by") and "FROM debian:bookworm" in dockerfile and "uv venv --seed" in dockerfile

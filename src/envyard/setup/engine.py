@@ -4,7 +4,8 @@ Levels: L0 every install step exits 0 · L1 the project's packages import from o
 L2 no missing imports across the repository (reported; does not gate) · L3 the test runner collects more than
 zero tests · L4 the tests run, with per-test statuses and a pass ratio. The level reached is the highest with
 every gating level below it passed. Verified = L3 or better, the project's Python files unchanged, and a clean
-replay of the recipe on a fresh setup base collecting the same number of tests.
+replay of the recipe on a fresh setup base reaching the same level (the same number of tests collected; at L4
+the tests run again and the per-test statuses are compared and reported).
 """
 
 from __future__ import annotations
@@ -12,16 +13,18 @@ from __future__ import annotations
 import json
 import re
 import time
+import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..errors import EnvyardError
 from ..store import ImageConfig
 from ..yard import Yard
 from . import interpreters
 from .evidence import Evidence, gather
 from .interpreters import Interpreter, setup_base
 from .plan import ENV, VENV, Recipe, candidates
-from .search import (Branch, LevelResult, Search, Update, collected_count, parse_junit,  # noqa: F401
+from .search import (JUNIT, Branch, LevelResult, Search, Update, collected_count, parse_junit,  # noqa: F401
                      setup_env, setup_sandbox)
 
 WORK_ROOT = "/work"
@@ -126,7 +129,19 @@ def _replay(yard: Yard, search: Search, best: Branch) -> dict:
         ok = c.exit_code == 0 and count == best.collected
         detail = (f"a clean replay collects the same {count} tests" if ok else
                   f"after a clean replay the tests collect {count}, not {best.collected} (exit {c.exit_code})")
-        return {**out, "ok": ok, "detail": detail, "collected": count, "seconds": time.monotonic() - t}
+        result = {**out, "ok": ok, "detail": detail, "collected": count}
+        if ok and best.level >= 4:  # the same level: the tests run again, and their statuses are compared
+            sh(f"{recipe.test_command} -q -p no:cacheprovider --junitxml={JUNIT}", search.test_timeout)
+            try:
+                statuses = parse_junit(sb.read_file(JUNIT))
+            except (FileNotFoundError, EnvyardError, ET.ParseError):
+                statuses = {}
+            same = sum(1 for tid, st in statuses.items() if best.tests.get(tid) == st)
+            differ = sorted(tid for tid, st in best.tests.items() if statuses.get(tid) != st)
+            result.update(ok=bool(statuses), statuses_same=same, statuses_differ=differ[:50],
+                          detail=(f"a clean replay runs the tests again: {same} of {len(best.tests)} per-test "
+                                  "statuses match" if statuses else "after a clean replay the tests give no results"))
+        return {**result, "seconds": time.monotonic() - t}
 
 
 def _summary(b: Branch) -> dict:
