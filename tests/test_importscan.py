@@ -134,6 +134,14 @@ TREE = {
         "if sys.version_info[0] == 2:\n"
         "    import envyard_fixture_py2_guard\n"
         "    print 'py2'\n"
+        "try:\n"
+        "    import envyard_fixture_py2_try\n"  # 8: missing
+        "except ImportError, e:\n"
+        "    import envyard_fixture_py2_except\n"  # 10: missing
+        "mode = 0755 + 10L\n"
+        "def f():\n"
+        "    raise ValueError, 'no'\n"
+        "    import envyard_fixture_py2_after_raise\n"
     ),
     # pyright scans build/ too; it skips hidden directories, node_modules and virtual environments
     "build/lib/pkg/copy.py": "import envyard_fixture_build\n",  # 1: missing
@@ -157,6 +165,8 @@ EXPECTED = {
     ("tests/test_a.py", 29, "google.cloud.envyard_nosuch"),
     ("tests/test_a.py", 30, "_sre"),
     ("scripts/old.py", 3, "envyard_fixture_py2_file"),
+    ("scripts/old.py", 8, "envyard_fixture_py2_try"),
+    ("scripts/old.py", 10, "envyard_fixture_py2_except"),
     ("build/lib/pkg/copy.py", 1, "envyard_fixture_build"),
 }
 
