@@ -83,7 +83,12 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
                                          "interpreter": recipe.interpreter.label, "cutoff": recipe.cutoff or ""})
         image_name = yard.store.put_image(name, best.image.layers, config).name
         yard.store.remove_image(best.image.name)  # only the temporary name goes; the layers stay with `name`
-    replay = (_replay(yard, search, best) if best.level >= 3 else {})
+    try:
+        replay = (_replay(yard, search, best) if best.level >= 3 else {})
+    except BaseException:  # Ctrl-C (or a crash) during the replay: no half-verified image is left behind
+        if image_name:
+            yard.store.remove_image(image_name)
+        raise
     result = SetupResult(name=name, image=image_name, level=best.level, levels=best.levels, recipe=best.recipe,
                          tests=best.tests, pass_ratio=best.pass_ratio, reason=best.reason, integrity=best.integrity,
                          replay=replay, branches=[_summary(b) for b in search.branches], repairs=best.repairs,
