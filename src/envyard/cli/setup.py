@@ -55,8 +55,9 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                 label = src.resolve().name
             image = parse_image_name(name or "setup/" + re.sub(r"[^a-z0-9._-]", "-", label.lower()).strip("-."))
             yard = make_yard()
-            view = BranchView()
-            with Live(get_renderable=view.render, console=err, refresh_per_second=4, transient=True):
+            view = BranchView(None if err.is_terminal else err)
+            with Live(get_renderable=view.render, console=err, refresh_per_second=4, transient=True,
+                      auto_refresh=err.is_terminal):
                 result, ev = setup_directory(yard, src, image, jobs=jobs, step_timeout=timeout, test_timeout=timeout,
                                              on_update=view.update)
             contract = write_contract(out_dir or Path("envyard-contract") / image.split(":")[0].replace("/", "-"), result, ev)
@@ -77,14 +78,25 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
 
 
 class BranchView:
-    """The live view of the search: one row per branch, redrawn by rich a few times a second."""
+    """The live view of the search: one row per branch, redrawn by rich a few times a second on a terminal;
+    elsewhere (logs, CI) one line each time a branch starts doing something new."""
 
-    def __init__(self):
+    def __init__(self, log_console=None):
         self.branches = []
         self.start = time.monotonic()
+        self.log_console = log_console
+        self.last: dict[int, tuple] = {}
 
     def update(self, branches) -> None:
         self.branches = list(branches)
+        if self.log_console is None:
+            return
+        for b in self.branches:
+            now = (b.state, b.doing)
+            if self.last.get(b.id) != now:
+                self.last[b.id] = now
+                self.log_console.print(f"[{time.monotonic() - self.start:5.0f}s] branch {b.id} "
+                                       f"({escape(b.cand.label)}): {b.state}, {escape(b.doing)}", highlight=False)
 
     def render(self):
         t = Table("#", "CANDIDATE", "STATE", "NOW", "LEVEL", "TIME", box=None, padding=(0, 1),
