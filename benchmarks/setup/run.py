@@ -89,7 +89,11 @@ def run_envyard(name: str, version: str, home: str, timeout: float) -> dict:
                    reason=data.get("reason", ""), image=data.get("image"), tests_total=data.get("tests_total"),
                    levels=[{k: lv.get(k) for k in ("level", "name", "ok", "detail", "seconds")}
                            for lv in data.get("levels", [])],
-                   steps=[s.get("command") for s in data.get("recipe", {}).get("steps", [])])
+                   steps=[s.get("command") for s in (data.get("recipe") or {}).get("steps", [])],
+                   verified=data.get("verified"), repairs=data.get("repairs", []),
+                   interpreter=((data.get("recipe") or {}).get("interpreter") or {}).get("provider"),
+                   cutoff=(data.get("recipe") or {}).get("cutoff"),
+                   branches=[f"{b['candidate']}: {b['state']} L{b['level']}" for b in data.get("branches", [])])
     else:
         res["reason"] = f"envyard error: {json.dumps(data)[:400]}"
     if res["image"]:
