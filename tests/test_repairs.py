@@ -25,6 +25,18 @@ def case(stage, output, *expected, local=NONE, recognized=()):
     CASES.append((stage, output, list(expected), frozenset(local), tuple(recognized)))
 
 
+# ---- apt steps naming packages the archive no longer has (captured: flask 1.1.2's docs name python-virtualenv)
+
+case("install", """\
+Reading package lists...
+E: Unable to locate package python-virtualenv
+""", ("apt_drop", ("python-virtualenv",), "apt-unknown-package"))
+
+case("install", """\
+Package python-dev is not available, but is referred to by another package.
+E: Package 'python-dev' has no installation candidate
+""", ("apt_drop", ("python-dev",), "apt-unknown-package"))
+
 # ---- not fixable ----------------------------------------------------------------------------------------------
 
 case("collect", """\

@@ -386,6 +386,11 @@ class Search:
         why = f"repair ({fix.rule}): {fix.why}"
         if fix.kind == "apt":
             return [apt_step(fix.args, why)], failed
+        if fix.kind == "apt_drop" and failed.kind == "apt":
+            words = [w for w in failed.command.split() if w not in fix.args]
+            if words[-1] == "--no-install-recommends" or words[-1] == "-qq":  # nothing left to install
+                return [], Step("apt", "true", f"{failed.why}; {why}")
+            return [], Step("apt", " ".join(words), f"{failed.why}; {why}")
         if fix.kind == "pip":
             return [Step("repair", recipe.install(quote(fix.args)), why)], failed
         if fix.kind in ("build_deps", "legacy_setuptools"):
