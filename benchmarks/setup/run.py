@@ -62,7 +62,7 @@ def run_envyard(name: str, version: str, home: str, timeout: float) -> dict:
     out_dir = tempfile.mkdtemp(prefix="envyard-setup-bench-")
     image = f"bench/{re.sub(r'[^a-z0-9._-]', '-', name.lower())}:{re.sub(r'[^A-Za-z0-9._-]', '-', version)}"
     cmd = envyard_cmd() + ["setup", f"pypi:{name}=={version}", "--json", "--out", out_dir, "--name", image,
-                           "--timeout", str(int(timeout))]
+                           "--timeout", str(int(max(60, timeout / 3)))]  # per step: install, tests and replay fit in `timeout`
     t = time.monotonic()
     res: dict = {"level": None, "pass_ratio": None, "wall_time": None, "reason": "", "image": None, "disk": None}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
