@@ -31,8 +31,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
 
         Candidates (Python version, dependency cut-off) run as parallel branches; failed steps are repaired from
         snapshots. Levels: L0 install · L1 imports · L2 missing imports (reported) · L3 tests collected ·
-        L4 tests run. Verified = L3 or better, sources unchanged, and a clean replay of setup.sh collects the
-        same tests. Exit 0 when verified, 1 when not (the reason is printed), 2 on bad input, 130 on Ctrl-C."""
+        L4 tests run. Verified = L3 or better, sources unchanged, and a clean replay of setup.sh reaches the
+        same level. Exit 0 when verified, 1 when not (the reason is printed), 2 on bad input, 130 on Ctrl-C."""
         from ..setup.engine import setup_directory, write_contract
         from ..setup.sources_fetch import fetch
         from ..store import parse_image_name
@@ -46,7 +46,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
             with err.status(escape(f"fetching {source}")):
                 fetched = fetch(source, rev)
             if fetched is not None:
-                src, label = fetched.root, f"{fetched.name}-{fetched.version}"
+                src = fetched.root
+                label = f"{fetched.name}-{fetched.version}" if fetched.version else fetched.name
             else:
                 src = Path(source)
                 if not src.is_dir():
