@@ -147,3 +147,26 @@ def test_fifty_sandboxes_from_threads(yard, host):
     assert time.monotonic() - start < 60
     yard.wait_closed()
     assert [r for r in yard.store.sandboxes() if r.owner_pid == os.getpid()] == []
+
+
+def test_binds_are_shared_and_read_only_binds_are_not_writable(yard, host, tmp_path):
+    shared, ro = tmp_path / "shared", tmp_path / "ro.txt"
+    shared.mkdir()
+    ro.write_text("trust me\n")
+    with yard.sandbox(host, binds={str(shared): "/mnt/cache"}, ro_binds={str(ro): "/etc/envyard-test-ro.txt"}) as sb:
+        assert sb.exec("echo hi > /mnt/cache/out && cat /etc/envyard-test-ro.txt").stdout == "trust me\n"
+        assert sb.exec("echo no > /etc/envyard-test-ro.txt").exit_code != 0
+        snap = sb.snapshot()
+    assert (shared / "out").read_text() == "hi\n" and ro.read_text() == "trust me\n"
+    with yard.sandbox(snap) as sb:  # a bind's contents never enter a snapshot
+        assert sb.exec("cat /mnt/cache/out").exit_code != 0
+    yard.remove_image(snap.name)
+
+
+def test_bad_binds_are_refused(yard, host, tmp_path):
+    with pytest.raises(envyard.BadInput):
+        yard.sandbox(host, binds={str(tmp_path / "missing"): "/mnt/x"})
+    with pytest.raises(envyard.BadInput):
+        yard.sandbox(host, binds={str(tmp_path): "relative/path"})
+    with pytest.raises(envyard.BadInput):
+        yard.sandbox(host, ro_binds={str(tmp_path / "missing.txt"): "/etc/x"})
