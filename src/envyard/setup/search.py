@@ -459,11 +459,17 @@ class Search:
         if not recipe.packages:
             return None, "no importable top-level package found", ""
         self._say(b, "L1 import " + ", ".join(recipe.packages))
-        code = "; ".join(f"import {p}" for p in recipe.packages)
-        r = ws.sh(f"{VENV}/bin/python -c {shlex.quote(code)}", "/", 300)  # from /, not the source tree
+        # From /, not the source tree. Names the install did not put on sys.path at all (a stray script or a
+        # docs package at the root) are skipped; an installed one that fails to import fails the level.
+        r = ws.sh(f"{VENV}/bin/python -c {shlex.quote(IMPORT_CHECK)} {quote(recipe.packages)}", "/", 300)
+        last = (r.stderr.strip().splitlines() or [""])[-1][:300]
         if r.exit_code != 0:
-            return False, (r.stderr.strip().splitlines() or [""])[-1][:300], r.stdout + r.stderr
-        return True, ", ".join(recipe.packages), ""
+            return False, last, r.stdout + r.stderr
+        imported, skipped = (r.stdout.split("\n") + ["", ""])[:2]
+        if not imported.split():
+            return False, "none of the project's packages is installed: " + ", ".join(recipe.packages), ""
+        return True, imported.strip().replace(" ", ", ") + (f" (not installed, skipped: {skipped.strip()})"
+                                                             if skipped.strip() else ""), ""
 
     def _scan(self, b: Branch, ws: Workspace, recipe: Recipe) -> LevelResult:
         """L2: import statements across the repository that the environment cannot resolve (pyright-like)."""
@@ -529,6 +535,15 @@ class Search:
                                time.monotonic() - t)
         return LevelResult(-1, "sources unchanged", True, f"{len(self.manifest)} Python files checked", time.monotonic() - t)
 
+
+# Imports each installed name given; prints the imported names, then the names not found at all.
+IMPORT_CHECK = """import importlib, importlib.util, sys
+found = [n for n in sys.argv[1:] if importlib.util.find_spec(n) is not None]
+for n in found:
+    importlib.import_module(n)
+print(" ".join(found))
+print(" ".join(n for n in sys.argv[1:] if n not in found))
+"""
 
 # Prints each manifest path whose content differs (or is gone); runs with the environment's interpreter.
 CHECK_MANIFEST = """import hashlib, json, os, sys
