@@ -11,9 +11,8 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from .evidence import Evidence
@@ -112,7 +111,7 @@ def candidates(ev: Evidence, available: list[Interpreter], *, now: datetime | No
     ranked = sorted(unique, key=rank)
     why_first = "named by the project" if hints and minor(ranked[0].version) in hints else "satisfies the constraint"
     out = [Candidate(ranked[0], None, why_first)]
-    old = date is not None and (now or datetime.now(timezone.utc)) - _parse(date) > _days(OLD_SOURCE_DAYS)
+    old = date is not None and (now or datetime.now(timezone.utc)) - _parse(date) > timedelta(days=OLD_SOURCE_DAYS)
     if old:
         out.append(Candidate(ranked[0], cutoff_of(date), f"the source is from {date[:10]}: dependencies as of then"))
     for i in ranked[1:]:
@@ -134,12 +133,6 @@ def cutoff_of(date: str) -> str:
 def _parse(date: str) -> datetime:
     d = datetime.fromisoformat(date.replace("Z", "+00:00"))
     return d if d.tzinfo else d.replace(tzinfo=timezone.utc)
-
-
-def _days(n: int):
-    from datetime import timedelta
-
-    return timedelta(days=n)
 
 
 def _minor_or_none(value) -> tuple[int, int] | None:
@@ -209,10 +202,3 @@ def plan(ev: Evidence, cand: Candidate) -> Recipe:
     if ev.python_constraint() is None:
         r.notes.append("no Python constraint found")
     return r
-
-
-def spec_or_none(text: str) -> SpecifierSet | None:
-    try:
-        return SpecifierSet(text)
-    except InvalidSpecifier:
-        return None
