@@ -87,3 +87,13 @@ def test_carried_repairs_keep_their_place(tmp_path):
     pip = Step("repair", "uv pip install hypothesis", "repair")
     r = plan(project(tmp_path, ">=3.8"), Candidate(HOST, None, "", (pip, apt)))
     assert r.steps[0] == apt and r.steps[-1] == pip
+
+
+def test_apt_steps_round_trip_their_packages():
+    from envyard.setup.plan import apt_packages, apt_step
+
+    repair = apt_step(["libmpfr-dev", "liblzo2-dev"], "repair")
+    assert "--no-install-recommends" in repair.command
+    assert apt_packages(repair) == ["libmpfr-dev", "liblzo2-dev"]
+    project_own = apt_step(["graphviz"], "the project's CI", recommends=True)
+    assert "--no-install-recommends" not in project_own.command and apt_packages(project_own) == ["graphviz"]

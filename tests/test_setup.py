@@ -99,6 +99,26 @@ def test_python_constraint_picks_a_debian_interpreter(tmp_path):
     envyard(CACHE_HOME, "rmi", "test/tinycalc39")
 
 
+def test_a_setup_base_that_cannot_be_built_is_the_machines_fault(tmp_path, monkeypatch):
+    """Only bullseye's 3.9 fits and debootstrap is missing: no candidate can start, so setup raises the base
+    build error (exit 6) instead of blaming the project (exit 1)."""
+    import envyard
+    from envyard.errors import BaseBuildError
+    from envyard.setup.engine import setup_directory
+
+    src = copy_fixture(tmp_path, **{'requires-python = ">=3.8"': 'requires-python = ">=3.8,<3.10"'})
+    (tmp_path / "empty-bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    yard = envyard.Yard(tmp_path / "home")
+    try:
+        with pytest.raises(BaseBuildError, match="debootstrap is not installed"):
+            setup_directory(yard, src, "setup/nobase")
+        assert yard.sandboxes() == [] and not yard.store.has_image("setup/nobase")
+    finally:
+        yard.close()
+        yard.gc()
+
+
 def test_missing_header_is_repaired_with_a_debian_package(home, tmp_path):
     """The C extension includes <mpfr.h>: the compiler's error names the header, a repair table names
     libmpfr-dev, apt installs it in the sandbox (the host stays without it), and setup.sh replays the repair."""

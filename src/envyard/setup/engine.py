@@ -12,20 +12,21 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import EnvyardError
+from ..errors import BaseBuildError, EnvyardError
 from ..store import ImageConfig
 from ..yard import Yard
 from . import interpreters
 from .evidence import Evidence, gather
-from .interpreters import Interpreter, setup_base
+from .interpreters import Interpreter, SetupBaseError, setup_base
 from .plan import ENV, VENV, Recipe, candidates
-from .search import (JUNIT, Branch, LevelResult, Search, Update, collected_count, parse_junit,  # noqa: F401
-                     setup_env, setup_sandbox)
+from .search import (JUNIT, Branch, LevelResult, Search, Update, collected_count, parse_junit, setup_env,
+                     setup_sandbox)
 
 WORK_ROOT = "/work"
 
@@ -74,6 +75,9 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
     search = Search(yard, ev, src, workdir, available, jobs=jobs,
                     step_timeout=step_timeout, test_timeout=test_timeout, on_update=on_update)
     best = search.run(cands)
+    base_errors = [b.error for b in search.branches if isinstance(b.error, (SetupBaseError, BaseBuildError))]
+    if best.level < 0 and base_errors and len(base_errors) == len(search.branches):
+        raise base_errors[0]  # no candidate could even start: the machine's fault (exit 6), not the project's
     image_name = None
     if best.image is not None:
         recipe = best.recipe
@@ -102,7 +106,7 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
 
 
 def replay_script(recipe: Recipe) -> str:
-    exports = "".join(f"export {k}={_sh_quote(v)}\n" for k, v in recipe.env.items())
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in recipe.env.items())
     return "set -e\n" + exports + "".join(f"{s.command}\n" for s in recipe.steps)
 
 
@@ -165,12 +169,6 @@ def _log(branches: list[Branch], best: Branch, replay: dict) -> list[str]:
     return out
 
 
-def _sh_quote(v: str) -> str:
-    import shlex
-
-    return shlex.quote(v)
-
-
 def write_contract(out: Path, result: SetupResult, ev: Evidence) -> Path:
     """envyard.toml (evidence with provenance, recipe, verify results, baseline statuses), setup.sh, test.sh,
     Dockerfile, log. Without a recipe (no candidate could start) only envyard.toml and the log are written."""
@@ -194,7 +192,7 @@ def write_contract(out: Path, result: SetupResult, ev: Evidence) -> Path:
 
 def _exports(r: Recipe) -> str:
     env = {k: v for k, v in ENV.items() if k != "PATH"} | r.env
-    return " ".join(f"{k}={_sh_quote(v)}" for k, v in env.items()) + f" PATH={VENV}/bin:/opt/envyard/bin:$PATH"
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + f" PATH={VENV}/bin:/opt/envyard/bin:$PATH"
 
 
 def _debian_of(interp: Interpreter) -> str:
@@ -209,7 +207,7 @@ def dockerfile(result: SetupResult) -> str:
     r = result.recipe
     suite = r.interpreter.provider.split(":", 1)[1] if r.interpreter.provider.startswith("debian:") else "bookworm"
     runs = "".join(f"# {s.why}\nRUN {s.command}\n" for s in r.steps)
-    env = " ".join(f"{k}={_sh_quote(v)}" for k, v in ({**ENV, **r.env}).items() if k != "PATH")
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in ({**ENV, **r.env}).items() if k != "PATH")
     return ("# written by `envyard setup`; build from the project root: docker build -f PATH/TO/Dockerfile .\n"
             f"FROM debian:{suite}\n"
             "RUN apt-get update && apt-get install -y --no-install-recommends "

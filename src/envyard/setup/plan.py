@@ -84,6 +84,21 @@ def cutoff_flags(cutoff: str | None) -> str:
                                                    for p in CUTOFF_EXEMPT)
 
 
+APT_INSTALL = "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq"
+
+
+def apt_step(packages, why: str, *, recommends: bool = False) -> Step:
+    """Install Debian packages. The project's own apt lines keep apt's recommends, as its CI would; repairs
+    install just the package."""
+    return Step("apt", APT_INSTALL + ("" if recommends else " --no-install-recommends") + " " + " ".join(packages),
+                why)
+
+
+def apt_packages(step: Step) -> list[str]:
+    """The packages an apt_step installs."""
+    return [w for w in step.command[len(APT_INSTALL):].split() if not w.startswith("-")]
+
+
 def candidates(ev: Evidence, available: list[Interpreter], *, now: datetime | None = None) -> list[Candidate]:
     """Ranked candidates: interpreters that satisfy the hard constraint, the ones the project names (classifiers,
     CI) and that existed when it was released first, the host's before a Debian base of the same version; plus,
@@ -155,8 +170,7 @@ def plan(ev: Evidence, cand: Candidate) -> Recipe:
     apt = sorted({f.value["name"] for f in ev.of("system_package")
                   if isinstance(f.value, dict) and f.value.get("when", "always") == "always"})
     if apt:
-        r.steps.insert(0, Step("apt", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
-                               + " ".join(apt), "system_package: " + ", ".join(apt)))
+        r.steps.insert(0, apt_step(apt, "system_package: " + ", ".join(apt), recommends=True))
     req_files = [f for f in ev.of("requirements_file") if isinstance(f.value, dict)
                  and f.value.get("role", "requirements") == "requirements"
                  and not re.search(r"(doc|lint)", f.value.get("path", ""), re.I)]

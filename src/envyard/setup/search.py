@@ -27,13 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from packaging.version import Version
+
 from ..errors import EnvyardError
 from ..store import Image
 from ..yard import Sandbox, Yard
 from . import importscan
 from .evidence import Evidence
 from .interpreters import Interpreter, minor, setup_base
-from .plan import ENV, INSTALL, VENV, Candidate, Recipe, Step, plan, cutoff_of, source_date
+from .plan import (APT_INSTALL, ENV, INSTALL, VENV, Candidate, Recipe, Step, apt_packages, apt_step, cutoff_of, plan,
+                   source_date)
 from .repairs import Fix, diagnose
 
 JUNIT = "/tmp/envyard-junit.xml"
@@ -91,6 +94,7 @@ class Branch:
     started: float = 0.0
     ended: float = 0.0
     reason: str = ""
+    error: Exception | None = None  # what ended the branch, when it was an error rather than a failed level
     log: list[str] = field(default_factory=list)
     ws: "Workspace | None" = None
 
@@ -285,7 +289,7 @@ class Search:
             if cancel.is_set() or self.cancel_all.is_set():
                 b.state = "cancelled"
             else:
-                b.state, b.reason = "error", f"{type(e).__name__}: {e}"
+                b.state, b.reason, b.error = "error", f"{type(e).__name__}: {e}", e
                 if not isinstance(e, EnvyardError):
                     b.log.append(traceback.format_exc())
         finally:
@@ -386,11 +390,11 @@ class Search:
         why = f"repair ({fix.rule}): {fix.why}"
         if fix.kind == "apt":
             return [apt_step(fix.args, why)], failed
-        if fix.kind == "apt_drop" and failed.kind == "apt":
-            words = [w for w in failed.command.split() if w not in fix.args]
-            if words[-1] == "--no-install-recommends" or words[-1] == "-qq":  # nothing left to install
+        if fix.kind == "apt_drop" and failed.command.startswith(APT_INSTALL):
+            keep = [p for p in apt_packages(failed) if p not in fix.args]
+            if not keep:
                 return [], Step("apt", "true", f"{failed.why}; {why}")
-            return [], Step("apt", " ".join(words), f"{failed.why}; {why}")
+            return [], apt_step(keep, f"{failed.why}; {why}", recommends="--no-install-recommends" not in failed.command)
         if fix.kind == "pip":
             return [Step("repair", recipe.install(quote(fix.args)), why)], failed
         if fix.kind in ("build_deps", "legacy_setuptools"):
@@ -581,18 +585,11 @@ def source_manifest(src: Path) -> dict[str, str]:
     return out
 
 
-def apt_step(packages, why: str) -> Step:
-    return Step("apt", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
-                "--no-install-recommends " + " ".join(packages), why)
-
-
 def quote(args) -> str:
     return " ".join(shlex.quote(a) for a in args)
 
 
 def _in(version: str, constraint) -> bool:
-    from packaging.version import Version
-
     return Version(version) in constraint
 
 
