@@ -83,6 +83,7 @@ def test_unsatisfiable_python_constraint(home, tmp_path):
     assert ">=3.99" in r.stderr and "provides" in r.stderr and "3.9 (debian:bullseye)" in r.stderr
 
 
+@pytest.mark.timeout(1800)  # the first run on a machine builds a bullseye base and its setup base
 def test_python_constraint_picks_a_debian_interpreter(tmp_path):
     """A project that excludes the host's 3.11 gets Debian bullseye's 3.9, from a shared setup base."""
     src = copy_fixture(tmp_path, **{'requires-python = ">=3.8"': 'requires-python = ">=3.8,<3.10"'})
@@ -138,6 +139,7 @@ def test_missing_header_is_repaired_with_a_debian_package(home, tmp_path):
     assert subprocess.run(["dpkg", "-s", "libmpfr-dev"], capture_output=True).returncode != 0
 
 
+@pytest.mark.timeout(1800)  # may build the bullseye setup base on a fresh machine
 def test_too_new_dependency_is_fixed_with_a_time_cutoff(home, tmp_path):
     """An old project imports an API its unpinned dependency has since removed; dependencies as of the
     source's date (uv --exclude-newer) make it work. With --jobs 1 the branches run one after the other."""

@@ -80,7 +80,8 @@ def _check_inputs(suite: str, dest: Path, mirror: str) -> str:
             f"destination is not an empty directory: {dest}",
             fix="pass a path that does not exist yet or an empty directory",
         )
-    exe = shutil.which("debootstrap")
+    # debootstrap lives in /usr/sbin, which a non-login PATH (cron, a service, `env -i`) often lacks.
+    exe = shutil.which("debootstrap") or shutil.which("debootstrap", path="/usr/sbin:/sbin")
     if exe is None:
         raise BaseBuildError("debootstrap is not installed", fix="apt-get install -y debootstrap")
     scripts = Path(os.environ.get("DEBOOTSTRAP_DIR", "/usr/share/debootstrap")) / "scripts"
