@@ -13,7 +13,7 @@ from . import gc as gc_mod
 from . import janitor
 from .bases.host import (HOST_IMAGE, HOST_ROOT_LAYER, ensure_host_image, host_root_view, refresh_host_mask,
                          with_current_mask)
-from .errors import BadInput, EnvyardError, PathOutsideSandbox
+from .errors import BadInput, EnvyardError, PathOutsideSandbox, SandboxError
 from .runtime.backend import SandboxSpec
 from .runtime.holder import IPC_MOUNT
 from .runtime.limits import Limits
@@ -334,6 +334,18 @@ class Sandbox:
     def fork(self, n: int, **kwargs) -> list["Sandbox"]:
         """Snapshot this sandbox and start `n` new sandboxes from that state."""
         return self.yard.fork(self.snapshot(), n, **kwargs)
+
+    def stop(self) -> None:
+        """Kill every process of the sandbox but keep its files, e.g. to inspect what it left (`upper_dir`).
+        Only close() is allowed afterwards."""
+        self._h.stop()
+
+    def upper_dir(self) -> Path:
+        """The host directory holding this sandbox's changes (its overlay upper dir: new and changed files,
+        whiteouts for deletions). Only for a stopped sandbox: a running one changes it under the reader."""
+        if self._h.alive:
+            raise SandboxError(f"sandbox {self.id} is running", fix="call stop() before reading its changes")
+        return self._h.upper_dir
 
     def reset(self) -> None:
         """Discard every change: back to the image this sandbox started from."""

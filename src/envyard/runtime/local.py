@@ -104,6 +104,7 @@ class LocalSandbox(SandboxHandle):
         self._ids = itertools.count(1)
         self._ctl_lock = threading.Lock()
         self._closed = False
+        self._stopped = False
         self._sessions: list[LocalShell] = []
         self.proc: subprocess.Popen | None = None
         self.lower_paths = self.store.layer_paths(spec.image.layers)
@@ -361,6 +362,17 @@ class LocalSandbox(SandboxHandle):
             p.unlink()
         self._start()
 
+    def stop(self) -> None:
+        """Kill every process now but keep the files: the upper dir then holds still (see `upper_dir`)."""
+        if self._closed:
+            raise SandboxClosed(f"sandbox {self.id} is closed")
+        self._stopped = True
+        self._kill_all()
+
+    @property
+    def upper_dir(self) -> Path:
+        return self.dir / "upper"
+
     def close(self) -> None:
         """Kill now; wait for the teardown and delete files on the janitor thread (gc finishes it if we die)."""
         if self._closed:
@@ -380,6 +392,8 @@ class LocalSandbox(SandboxHandle):
     def _check_open(self) -> None:
         if self._closed:
             raise SandboxClosed(f"sandbox {self.id} is closed")
+        if self._stopped:
+            raise SandboxClosed(f"sandbox {self.id} was stopped", fix="close it; start a new one or reset() first")
         if self.proc is None or self.proc.poll() is not None:
             raise SandboxDied(
                 f"sandbox {self.id} is no longer running (its main process exited)",
