@@ -94,7 +94,7 @@ def _route_path(scope: Scope) -> str:
 
 async def refuse(scope: Scope, send, status: int, error: str, fix: str, headers: Iterable[tuple[str, str]] = ()):
     """Answer an HTTP request or a WebSocket handshake with `status` and a JSON error, without calling the app."""
-    body = json.dumps({"error": error, "fix": fix}).encode()
+    body = json.dumps({"error": error, "fix": fix}, separators=(",", ":")).encode()  # as FastAPI writes JSON
     raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw_headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
     if scope["type"] == "http":
