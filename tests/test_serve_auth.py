@@ -311,7 +311,8 @@ def test_dns_rebinding_host_is_refused(server):
     for path in ("/health", "/tasks"):
         r = httpx.get(server.url + path, headers=headers)
         assert r.status_code == 400 and "--allow-host" in r.json()["fix"]
-    r = httpx.post(server.url + "/envs", json={"task": "hello-file"}, headers={**headers, **bearer(printed_token(server))})
+    r = httpx.post(server.url + "/envs", json={"task": "hello-file"},
+                   headers={**headers, **bearer(printed_token(server))})
     assert r.status_code == 400
     with pytest.raises(InvalidStatus) as e:
         ws_connect(f"ws://127.0.0.1:{server.port}/envs/abc/ws", open_timeout=10,

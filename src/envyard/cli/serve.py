@@ -38,11 +38,12 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                                             "users."),
         no_auth: bool = typer.Option(False, "--no-auth", help="No token: any process on this machine can use the "
                                      "API. Only with a loopback --host."),
-        allow_host: list[str] = typer.Option([], "--allow-host", metavar="NAME", help="Also accept requests whose Host header is "
-                                             "NAME (repeatable). Always accepted: localhost, 127.0.0.1, [::1] and "
-                                             "the --host address."),
-        max_body: str = typer.Option("2M", "--max-body", metavar="SIZE", help="Largest request body or WebSocket message, e.g. "
-                                     "2M or 4194304 (bytes); larger ones get 413."),
+        allow_host: list[str] = typer.Option([], "--allow-host", metavar="NAME",
+                                             help="Also accept requests whose Host header is NAME (repeatable). "
+                                             "Always accepted: localhost, 127.0.0.1, [::1] and the --host address."),
+        max_body: str = typer.Option("2M", "--max-body", metavar="SIZE",
+                                     help="Largest request body or WebSocket message, e.g. 2M or 4194304 (bytes); "
+                                     "larger ones get 413."),
         max_envs: int = typer.Option(64, "--max-envs", help="Environments alive at once; more get 429."),
         idle_timeout: float = typer.Option(600, "--idle-timeout", help="Close environments idle this many seconds "
                                            "(0: never)."),
@@ -70,7 +71,7 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                                fix="drop one of them")
             if no_auth and not is_loopback(host):
                 raise BadInput(f"--no-auth is refused with --host {host}: other machines may reach that address",
-                               fix="drop --no-auth (a token is then generated and printed), or use --host 127.0.0.1")
+                               fix="drop --no-auth (a token is then made and printed), or use --host 127.0.0.1")
             max_body_bytes = parse_bytes(max_body)
             if max_body_bytes < 1:
                 raise BadInput(f"--max-body must be positive, got {max_body}")

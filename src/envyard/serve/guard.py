@@ -104,7 +104,8 @@ async def refuse(scope: Scope, send, status: int, error: str, fix: str, headers:
     elif "websocket.http.response" in scope.get("extensions", {}):
         prefix = "websocket.http."
     else:  # the server cannot answer a handshake with an HTTP response: close it unaccepted
-        await send({"type": "websocket.close", "code": 4000 + status, "reason": error[:120]})
+        reason = error.encode()[:120].decode(errors="ignore")  # a close reason is at most 123 bytes
+        await send({"type": "websocket.close", "code": 4000 + status, "reason": reason})
         return
     await send({"type": prefix + "response.start", "status": status, "headers": raw_headers})
     await send({"type": prefix + "response.body", "body": body})
