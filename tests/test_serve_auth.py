@@ -89,7 +89,6 @@ def test_every_endpoint_but_health_and_docs_needs_the_token(client):
                     {"Authorization": f"Basic {TOKEN}"}, {"Authorization": TOKEN}, {"Authorization": "Bearer "}):
         for method, path, body in PROTECTED:
             assert_401(client.request(method, path, json=body, headers=headers))
-    assert client.get("/envs").status_code == 401  # the client itself sends no token
     for path in OPEN:
         r = client.get(path)
         assert r.status_code == 200, path
