@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 import envyard
-from envyard.bases import hostmask
 
 
 def test_owner_environment_never_reaches_the_sandbox(yard, host, secret_env):
@@ -56,12 +55,16 @@ def test_home_directories_and_root_are_empty(sb):
 
 
 def test_password_hashes_are_scrubbed(sb):
+    from envyard.bases import hostmask
+
     inside = sb.exec("cat /etc/shadow").stdout
     assert inside == hostmask._scrub_user_database(Path("/etc/shadow").read_text())
     assert sb.exec("getent passwd root nobody | cut -d: -f1").stdout.split() == ["root", "nobody"]
 
 
 def test_scrubbing_keeps_entries_and_locks():
+    from envyard.bases import hostmask
+
     text = "root:$6$salt$hash:19000:0:99999:7:::\nbob:!$6$x$y:1::::::\nsvc:*:1::::::\nnopw::1::::::\n"
     assert hostmask._scrub_user_database(text) == "root:*:19000:0:99999:7:::\nbob:!*:1::::::\nsvc:*:1::::::\nnopw::1::::::\n"
 
@@ -95,6 +98,8 @@ def test_a_hidden_path_is_shown_when_bound_explicitly(yard, host):
 
 def test_mask_directory_hides_keys_and_engines(tmp_path):
     """The mask that would be built on a machine with SSH host keys and a Docker engine."""
+    from envyard.bases import hostmask
+
     spec = {"hidden": ["var/lib/docker", "root"], "scrubbed": {"etc/shadow": "root:*:1::::::\n"},
             "removed": ["etc/ssh/ssh_host_ed25519_key"]}
     hostmask.build_mask(tmp_path / "mask", spec)
@@ -105,6 +110,8 @@ def test_mask_directory_hides_keys_and_engines(tmp_path):
 
 
 def test_mask_spec_lists_ssh_keys_and_engines_that_exist(monkeypatch, tmp_path):
+    from envyard.bases import hostmask
+
     keys = tmp_path / "etc" / "ssh"
     keys.mkdir(parents=True)
     (keys / "ssh_host_rsa_key").write_text("private")
