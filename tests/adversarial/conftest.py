@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from attack_helpers import host_fingerprint
+from adversarial.attack_helpers import host_fingerprint
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from attack_helpers import ANSWER_VERIFIER, Scripted, make_task
+from adversarial.attack_helpers import ANSWER_VERIFIER, Scripted, make_task
 from envyard.envs import load_task, run_episode, TerminalEnv
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"
