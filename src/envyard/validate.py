@@ -166,10 +166,12 @@ def sandbox_options(*, network, limits, env, workdir, binds, ro_binds, networks)
         if table is None:
             continue
         if not isinstance(table, Mapping):
-            raise BadInput(f"{name} must be a dict of host path to sandbox path, not {_type_name(table)}")
+            raise BadInput(f"{name} must be a dict of host path to sandbox path, not {_type_name(table)}",
+                           fix=f'give e.g. {name}={{"/host/dir": "/inside"}}')
         for host, inside in table.items():
             host = text(host, f"{name} key")
             inside = text(inside, f"{name}[{host!r}]")
             exists = Path(host).is_dir() if name == "binds" else Path(host).exists()
             if not exists or not inside.startswith("/"):
-                raise BadInput(f"{name} {host} -> {inside}: needs {need} and an absolute path inside")
+                raise BadInput(f"{name} {host} -> {inside}: needs {need} and an absolute path inside",
+                               fix=f"map {need} to a path starting with /")

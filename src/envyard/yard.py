@@ -265,7 +265,7 @@ class Sandbox:
         """Copy a host file or directory into the sandbox at `dest` (a directory is merged into `dest`)."""
         src = validate.host_path(src, "src")
         if not src.exists():
-            raise BadInput(f"no such file or directory on the host: {src}")
+            raise BadInput(f"no such file or directory on the host: {src}", fix="give an existing host path as src")
         parts = self._parts(dest, "dest")
         with self._root() as root:
             files.upload(root, src, parts)
