@@ -126,6 +126,7 @@ BAD_CALLS = {
     "fork bool": ("n", lambda y, h, s, t: y.fork(h, True)),
     "fork bad kwarg value": ("network", lambda y, h, s, t: y.fork(h, 2, network="bridge")),
     "sandbox fork zero": ("n", lambda y, h, s, t: s.fork(0)),
+    "async sandbox fork": ("n", lambda y, h, s, t: run_async(y, lambda ay, a: a.fork("2"))),
     "keep_warm negative": ("size", lambda y, h, s, t: y.keep_warm(h, -1)),
     "keep_warm float": ("size", lambda y, h, s, t: y.keep_warm(h, 1.5)),
     "keep_warm str": ("size", lambda y, h, s, t: y.keep_warm(h, "2")),
@@ -145,6 +146,7 @@ def shared(yard, host):
 def test_bad_argument_raises_bad_input(yard, host, shared, tmp_path, case):
     names, call = BAD_CALLS[case]
     before = {r.id for r in yard.store.sandboxes()}
+    images = {i.name for i in yard.images()}
     with pytest.raises(envyard.BadInput) as info:
         call(yard, host, shared, tmp_path)
     assert names.lower() in info.value.message.lower(), str(info.value)
@@ -155,6 +157,7 @@ def test_bad_argument_raises_bad_input(yard, host, shared, tmp_path, case):
     assert shared.read_file("/tmp/still") == b"works"
     yard.wait_closed()  # the asyncio cases open (and close) a sandbox of their own
     assert {r.id for r in yard.store.sandboxes()} <= before
+    assert {i.name for i in yard.images()} == images  # no snapshot left behind by a fork refused late
 
 
 def test_nul_bytes_are_refused_not_dropped(shared):

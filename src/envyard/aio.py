@@ -108,6 +108,7 @@ class AsyncSandbox:
         return await self._ayard._call(self.sync.snapshot, name)
 
     async def fork(self, n: int, **kwargs) -> list["AsyncSandbox"]:
+        validate.count(n)  # before the snapshot, which would be left behind
         return await self._ayard.fork(await self.snapshot(), n, **kwargs)
 
     async def reset(self) -> None:

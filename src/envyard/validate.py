@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from numbers import Real
+from numbers import Integral, Real
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -49,9 +49,10 @@ def timeout(value, name: str = "timeout") -> float | None:
 
 
 def integer(value, name: str, *, minimum: int, maximum: int | None = None, fix: str | None = None) -> int:
-    """An int (not a bool, not a float) in [minimum, maximum]."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    """An integer (not a bool, not a float; numpy's integers are fine) in [minimum, maximum]."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
         raise BadInput(f"{name} must be an integer, not {_type_name(value)}", fix=fix or f"give an int >= {minimum}")
+    value = int(value)
     if value < minimum or (maximum is not None and value > maximum):
         span = f">= {minimum}" if maximum is None else f"between {minimum} and {maximum}"
         raise BadInput(f"{name} must be {span}, got {value}", fix=fix or f"give an int {span}")

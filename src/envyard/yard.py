@@ -299,6 +299,7 @@ class Sandbox:
 
     def fork(self, n: int, **kwargs) -> list["Sandbox"]:
         """Snapshot this sandbox and start `n` new sandboxes from that state."""
+        validate.count(n)  # before the snapshot, which would be left behind
         return self.yard.fork(self.snapshot(), n, **kwargs)
 
     def reset(self) -> None:
