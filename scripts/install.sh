@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v debootstrap >/dev/null || need_apt+=(debootstrap)
 command -v mount >/dev/null || need_apt+=(mount)
+command -v unshare >/dev/null || need_apt+=(util-linux)   # the sandboxes' user namespace
+/sbin/ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || need_apt+=(libseccomp2)   # the seccomp filter
 if ((${#need_apt[@]})); then
     echo "installing system packages: ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive

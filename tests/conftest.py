@@ -74,10 +74,10 @@ def tree_digest(path: Path) -> str:
 
 @pytest.fixture(scope="session", autouse=True)
 def _no_mounts_left(tmp_path_factory):
-    """Safety net for failing tests: unmount any host view left under pytest's temp dirs, so pytest's own
-    clean-up never walks a read-only view of `/`."""
+    """Safety net for failing tests: unmount any host view left under this session's temp dir, so pytest's own
+    clean-up never walks a read-only view of `/`. Only this session's: another pytest may be running."""
     yield
-    base = str(tmp_path_factory.getbasetemp().parent)
+    base = str(tmp_path_factory.getbasetemp())
     mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
     for point in sorted((m for m in mounts if m.startswith(base)), reverse=True):
         subprocess.run(["umount", "-l", point], capture_output=True)

@@ -360,6 +360,7 @@ def test_debootstrap_missing_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setattr("envyard.bases.debian.SYSTEM_SBIN", str(empty))
     with pytest.raises(BaseBuildError, match="debootstrap is not installed") as info:
         debootstrap_rootfs("bookworm", tmp_path / "root")
     assert info.value.fix == "apt-get install -y debootstrap"

@@ -25,9 +25,10 @@ PY_VERIFIER = textwrap.dedent("""\
 """)
 
 
-def make_task(root: Path, name="answer", toml_extra="", tests=PY_VERIFIER, setup=None, solve="echo 42 > /app/answer.txt\n"):
+def make_task(root: Path, name="answer", toml_extra="", tests=PY_VERIFIER, setup=None, solve="echo 42 > /app/answer.txt\n",
+              verifier_extra=""):
     root.mkdir(parents=True)
-    (root / "task.toml").write_text(f'name = "{name}"\n{toml_extra}\n[verifier]\ntimeout_sec = 30\n')
+    (root / "task.toml").write_text(f'name = "{name}"\n{toml_extra}\n[verifier]\ntimeout_sec = 30\n{verifier_extra}\n')
     (root / "instruction.md").write_text("Write 42 to /app/answer.txt.\n")
     (root / "tests").mkdir()
     (root / "tests" / "test.sh").write_text(tests)
@@ -137,9 +138,11 @@ TAMPERING = {
 }
 
 
+@pytest.mark.parametrize("carry", ["/app", "/"])
 @pytest.mark.parametrize("attack", list(TAMPERING))
-def test_tampering_cannot_raise_the_reward(yard, tmp_path, attack):
-    task = load_task(make_task(tmp_path / "t"))
+def test_tampering_cannot_raise_the_reward(yard, tmp_path, attack, carry):
+    """Neither by default (only the workdir is carried) nor when a task carries everything (the filter)."""
+    task = load_task(make_task(tmp_path / "t", verifier_extra=f'carry = ["{carry}"]'))
     ep = run_episode(yard, task, Scripted(*TAMPERING[attack]))
     assert ep.infra_error is None
     assert ep.reward == 0.0
@@ -147,20 +150,18 @@ def test_tampering_cannot_raise_the_reward(yard, tmp_path, attack):
 
 @pytest.mark.parametrize("attack", ["replaces python3", "adds a sitecustomize hook", "shadows python3 earlier on PATH",
                                     "adds a user site hook", "replaces bash"])
-def test_each_attack_would_work_without_the_filter(yard, tmp_path, attack, monkeypatch):
-    """Proves the attacks above are real: with the filter switched off they do raise the reward."""
-    import importlib
+def test_each_attack_would_work_without_the_allowlist_and_filter(yard, tmp_path, attack, monkeypatch):
+    """Proves the attacks above are real: carrying everything, unfiltered, they do raise the reward."""
+    import envyard.envs.carry as carry_mod
 
-    verify_mod = importlib.import_module("envyard.envs.verify")
-
-    monkeypatch.setattr(verify_mod, "filter_agent_changes", lambda *a, **k: [])
-    task = load_task(make_task(tmp_path / "t"))
+    monkeypatch.setattr(carry_mod, "filter_carried", lambda *a, **k: None)
+    task = load_task(make_task(tmp_path / "t", verifier_extra='carry = ["/"]'))
     assert run_episode(yard, task, Scripted(*TAMPERING[attack])).reward == 1.0
 
 
 def test_honest_work_and_new_tools_are_kept(yard, tmp_path):
     verifier = "#!/bin/bash\n[ \"$(mytool)\" = 42 ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"
-    task = load_task(make_task(tmp_path / "t", tests=verifier))
+    task = load_task(make_task(tmp_path / "t", tests=verifier, verifier_extra='carry = ["/app", "/usr/local/bin"]'))
     ep = run_episode(yard, task, Scripted("printf '#!/bin/sh\\necho 42\\n' > /usr/local/bin/mytool && chmod +x /usr/local/bin/mytool"))
     assert ep.reward == 1.0
     assert run_episode(yard, task, Scripted("true")).reward == 0.0
@@ -182,11 +183,12 @@ def test_missing_image_is_an_infra_error(yard, tmp_path):
     assert ep.infra_error == "setup_failed" and ep.reward is None
 
 
-def test_verifier_timeout_is_an_infra_error(yard, tmp_path):
+def test_verifier_timeout_scores_zero_not_an_infra_error(yard, tmp_path):
+    """An agent can make a verifier hang (see tests/adversarial): a masked episode would reward that."""
     root = make_task(tmp_path / "t", tests="#!/bin/bash\nsleep 100\n")
     (root / "task.toml").write_text('name = "slow"\n[verifier]\ntimeout_sec = 1\n')
     ep = run_episode(yard, load_task(root), OraclePolicy())
-    assert ep.infra_error == "verifier_timeout" and ep.reward is None
+    assert ep.infra_error is None and ep.reward == 0.0 and ep.metrics == {"verifier_timed_out": True}
 
 
 def test_reward_json_and_exit_code_fallback(yard, tmp_path):

@@ -172,10 +172,11 @@ def test_write_keeps_mode_semantics_and_replaces_content(sb):
     sb.write_file("/work/m/x", "short")
     assert sb.read_file("/work/m/x") == b"short"
     assert sb.exec("stat -c %a /work/m/x").stdout == "644\n"  # 0666 less the umask, as `cat >` made it
-    sb.write_file("/work/m/x", "x", mode=0o4711)
+    sb.write_file("/work/m/x", "x", mode=0o4711)  # applied exactly, after the data
     assert sb.exec("stat -c %a /work/m/x").stdout == "4711\n"
+    sb.write_file("/work/m/x", "x", mode=0o751)
     sb.write_file("/work/m/x", "y")  # an existing file keeps its mode when none is given
-    assert sb.exec("stat -c %a /work/m/x").stdout == "4711\n"
+    assert sb.exec("stat -c %a /work/m/x").stdout == "751\n"
     sb.exec("ln -s /work/m /work/mlink && touch /work/m/file-not-dir")
     sb.write_file("/work/mlink/deeper/new", "through a link among the parents")
     assert sb.exec("cat /work/m/deeper/new").stdout == "through a link among the parents"

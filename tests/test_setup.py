@@ -110,6 +110,7 @@ def test_a_setup_base_that_cannot_be_built_is_the_machines_fault(tmp_path, monke
     src = copy_fixture(tmp_path, **{'requires-python = ">=3.8"': 'requires-python = ">=3.8,<3.10"'})
     (tmp_path / "empty-bin").mkdir()
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    monkeypatch.setattr("envyard.bases.debian.SYSTEM_SBIN", str(tmp_path / "empty-bin"))
     yard = envyard.Yard(tmp_path / "home")
     try:
         with pytest.raises(BaseBuildError, match="debootstrap is not installed"):

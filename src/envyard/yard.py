@@ -10,18 +10,26 @@ from typing import Callable
 
 from . import gc as gc_mod
 from . import janitor, validate
-from .bases.host import HOST_IMAGE, HOST_ROOT_LAYER, ensure_host_image, host_root_view
-from .errors import BadInput, PathOutsideSandbox
+from .bases.host import (HOST_IMAGE, HOST_ROOT_LAYER, ensure_host_image, host_root_view, refresh_host_mask,
+                         with_current_mask)
+from .errors import BadInput, PathOutsideSandbox, SandboxError
 from .runtime import files
 from .runtime.backend import SandboxSpec
 from .runtime.holder import IPC_MOUNT
 from .runtime.limits import Limits
-from .runtime.local import LocalBackend, LocalSandbox, LocalShell
+from .runtime.local import SECURITY_LEVELS, LocalBackend, LocalSandbox, LocalShell
 from .runtime.result import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_SPILL, ExecResult
 from .runtime.warm import WarmPool
 from .store import Image, Store, parse_image_name
 
 NETWORKS = ("none", "host")
+
+
+def check_security(level: str) -> str:
+    if level not in SECURITY_LEVELS:
+        raise BadInput(f"unknown security level {level!r}",
+                       fix="use 'default', or 'relaxed' to drop the seccomp filter (see docs/security.md)")
+    return level
 
 
 class Yard:
@@ -55,13 +63,17 @@ class Yard:
         if not isinstance(ref, (str, Image)):
             raise BadInput(f"image must be an image name or an Image, not {type(ref).__name__}", fix='give e.g. "host"')
         if isinstance(ref, Image):
-            if HOST_ROOT_LAYER in ref.layers:
-                host_root_view(self.store)  # gc may have unmounted it since the Image was fetched
-            return ref
-        name = parse_image_name(ref)
-        if name == HOST_IMAGE:
-            return ensure_host_image(self.store)
-        return self.store.image(name)
+            img = ref
+        else:
+            name = parse_image_name(ref)
+            if name == HOST_IMAGE:
+                return ensure_host_image(self.store)
+            img = self.store.image(name)
+        if HOST_ROOT_LAYER in img.layers:
+            host_root_view(self.store)  # gc may have unmounted it since the Image was fetched
+            refresh_host_mask(self.store)  # the machine may have changed (a new store, a new secret)
+            img = with_current_mask(img)
+        return img
 
     def images(self) -> list[Image]:
         return self.store.images()
@@ -85,15 +97,18 @@ class Yard:
 
     def sandbox(self, image: str | Image = "host", *, network: str = "none", limits: Limits | dict | None = None,
                 env: dict[str, str] | None = None, workdir: str | None = None,
-                binds: dict[str, str] | None = None, ro_binds: dict[str, str] | None = None) -> "Sandbox":
+                binds: dict[str, str] | None = None, ro_binds: dict[str, str] | None = None,
+                security: str = "default") -> "Sandbox":
         """Start a sandbox over `image`. `binds` maps host directories to paths inside, bound read-write
         (for trusted uses such as a shared download cache; agents' sandboxes should not get them);
-        `ro_binds` maps host files or directories read-only (e.g. the machine's CA bundle)."""
+        `ro_binds` maps host files or directories read-only (e.g. the machine's CA bundle, or a path the
+        `host` image hides). `security="relaxed"` drops the seccomp filter (docs/security.md)."""
         validate.sandbox_options(network=network, limits=limits, env=env, workdir=workdir, binds=binds,
                                  ro_binds=ro_binds, networks=NETWORKS)
         img = self.image(image)
         spec = SandboxSpec(image=img, network=network, limits=Limits.coerce(limits), env=env or {}, workdir=workdir,
-                           binds=tuple(sorted((binds or {}).items())), ro_binds=tuple(sorted((ro_binds or {}).items())))
+                           binds=tuple(sorted((binds or {}).items())), ro_binds=tuple(sorted((ro_binds or {}).items())),
+                           security=check_security(security))
         pool = self._pools.get(_pool_key(spec))
         handle = pool.take() if pool else None
         sb = Sandbox(self, handle or self.backend.create(spec))
@@ -103,14 +118,15 @@ class Yard:
 
     def keep_warm(self, image: str | Image = "host", size: int = 4, *, network: str = "none",
                   limits: Limits | dict | None = None, env: dict[str, str] | None = None,
-                  workdir: str | None = None, wait: bool = False) -> None:
+                  workdir: str | None = None, security: str = "default", wait: bool = False) -> None:
         """Keep `size` sandboxes of exactly this spec started in the background; `sandbox()` calls with the same
         spec then take one instead of starting bwrap (create becomes a hand-over). `size=0` stops the pool."""
         validate.integer(size, "size", minimum=0, fix="give the pool size as an int (0 stops the pool)")
         validate.sandbox_options(network=network, limits=limits, env=env, workdir=workdir, binds=None, ro_binds=None,
                                  networks=NETWORKS)
         img = self.image(image)
-        spec = SandboxSpec(image=img, network=network, limits=Limits.coerce(limits), env=env or {}, workdir=workdir)
+        spec = SandboxSpec(image=img, network=network, limits=Limits.coerce(limits), env=env or {}, workdir=workdir,
+                           security=check_security(security))
         key = _pool_key(spec)
         old = self._pools.pop(key, None)
         if old:
@@ -171,7 +187,7 @@ class Yard:
 
 def _pool_key(spec: SandboxSpec) -> tuple:
     return (spec.image.name, tuple(spec.image.layers), spec.network, spec.limits, tuple(sorted(spec.env.items())),
-            spec.workdir, spec.binds, spec.ro_binds)
+            spec.workdir, spec.binds, spec.ro_binds, spec.security)
 
 
 class Sandbox:
@@ -301,6 +317,18 @@ class Sandbox:
         """Snapshot this sandbox and start `n` new sandboxes from that state."""
         validate.count(n)  # before the snapshot, which would be left behind
         return self.yard.fork(self.snapshot(), n, **kwargs)
+
+    def stop(self) -> None:
+        """Kill every process of the sandbox but keep its files, e.g. to inspect what it left (`upper_dir`).
+        Only close() is allowed afterwards."""
+        self._h.stop()
+
+    def upper_dir(self) -> Path:
+        """The host directory holding this sandbox's changes (its overlay upper dir: new and changed files,
+        whiteouts for deletions). Only for a stopped sandbox: a running one changes it under the reader."""
+        if self._h.alive:
+            raise SandboxError(f"sandbox {self.id} is running", fix="call stop() before reading its changes")
+        return self._h.upper_dir
 
     def reset(self) -> None:
         """Discard every change: back to the image this sandbox started from."""

@@ -30,6 +30,9 @@ _SECURITY_MIRROR = "http://deb.debian.org/debian-security"
 _SUITE_RE = re.compile(r"[a-z]+")
 _MIRROR_RE = re.compile(r"(https?|ftp|file)://\S+")
 _TAIL_LINES = 3
+# debootstrap and the tools it calls (chroot) live in sbin dirs, which a non-login PATH (cron, a service,
+# `env -i`) often lacks: look there too, and give debootstrap a PATH that has them.
+SYSTEM_SBIN = "/usr/sbin:/sbin"
 _TAIL_CHARS = 300
 
 
@@ -80,8 +83,7 @@ def _check_inputs(suite: str, dest: Path, mirror: str) -> str:
             f"destination is not an empty directory: {dest}",
             fix="pass a path that does not exist yet or an empty directory",
         )
-    # debootstrap lives in /usr/sbin, which a non-login PATH (cron, a service, `env -i`) often lacks.
-    exe = shutil.which("debootstrap") or shutil.which("debootstrap", path="/usr/sbin:/sbin")
+    exe = shutil.which("debootstrap") or shutil.which("debootstrap", path=SYSTEM_SBIN)
     if exe is None:
         raise BaseBuildError("debootstrap is not installed", fix="apt-get install -y debootstrap")
     scripts = Path(os.environ.get("DEBOOTSTRAP_DIR", "/usr/share/debootstrap")) / "scripts"
@@ -95,6 +97,11 @@ def _unknown_suite(suite: str) -> BadInput:
         f"debootstrap does not know the suite {suite!r}",
         fix=f"use one of {', '.join(SUITE_PYTHON)} or upgrade debootstrap",
     )
+
+
+def _with_sbin(path: str) -> str:
+    dirs = [d for d in path.split(":") if d]
+    return ":".join(dirs + [d for d in (*SYSTEM_SBIN.split(":"), "/usr/bin", "/bin") if d not in dirs])
 
 
 def _run_debootstrap(
@@ -117,6 +124,7 @@ def _run_debootstrap(
         text=True,
         errors="replace",
         start_new_session=True,
+        env={**os.environ, "PATH": _with_sbin(os.environ.get("PATH", ""))},
     )
     timed_out = threading.Event()
 

@@ -5,8 +5,7 @@ inside `/`. So `/` is not used directly: it is exposed once per store through a 
 (`<store>/host/root`, lowers: an empty tmpfs and `/`), which is a filesystem of its own, so layers in the
 store no longer count as "inside" it. gc unmounts it when no sandbox uses it; the next use mounts it again.
 
-On top sits a small mask layer of opaque directories that hide the host's /tmp, /var/tmp and the envyard
-store itself, so sandboxes see an empty /tmp and cannot read other sandboxes' files.
+On top sits the mask (hostmask.py): secrets, home directories, /tmp and every envyard store are hidden.
 """
 
 from __future__ import annotations
@@ -14,64 +13,81 @@ from __future__ import annotations
 import fcntl
 import os
 import subprocess
+import uuid
 from pathlib import Path
+
+from . import hostmask
 
 from ..errors import HostUnsupported
 from ..store import Image, ImageConfig, Store
+from ..store.registry import KNOWN_STORES
 
 HOST_IMAGE = "host:latest"
 HOST_ROOT_LAYER = "host-root"
-# bwrap mounts overlays with `userxattr` (user.overlay.*); the trusted.* name serves a root-mounted overlay.
-OPAQUE_XATTRS = ("user.overlay.opaque", "trusted.overlay.opaque")
-
-
-def _masked_paths(store: Store) -> list[str]:
-    paths = ["tmp", "var/tmp"]
-    home = store.home
-    if home.is_relative_to("/") and home != Path("/"):
-        paths.append(str(home).lstrip("/"))
-    return paths
-
-
-def build_mask_layer(store: Store) -> Path:
-    layer = store.new_layer_dir()
-    for rel in _masked_paths(store):
-        # Intermediate directories copy the host's ownership and mode: in an overlay the topmost layer that
-        # has a directory decides its attributes.
-        parts = Path(rel).parts
-        for i in range(1, len(parts) + 1):
-            sub = Path(*parts[:i])
-            target = layer / sub
-            if not target.exists():
-                target.mkdir()
-                host = Path("/") / sub
-                if host.exists():
-                    st = host.stat()
-                    os.chown(target, st.st_uid, st.st_gid)
-                    os.chmod(target, st.st_mode & 0o7777)
-        for xattr in OPAQUE_XATTRS:
-            os.setxattr(layer / rel, xattr, b"y")
-    for tmp in ("tmp", "var/tmp"):
-        os.chmod(layer / tmp, 0o1777)
-    return layer
+HOST_MASK_LAYER = "host-mask"  # see hostmask.py: what of the machine the host image hides
 
 
 def ensure_host_image(store: Store) -> Image:
-    """Return the `host` image, recording it (and building its mask layer) on first use."""
+    """Return the `host` image, recording it on first use (and moving a store made by an older envyard,
+    whose host image had a sealed mask layer, to the current mask)."""
+    host_root_view(store)
+    refresh_host_mask(store)
     if store.has_image(HOST_IMAGE):
-        host_root_view(store)
         img = store.image(HOST_IMAGE)
-        if all(_layer_exists(store, i) for i in img.layers):
+        if img.layers == [HOST_ROOT_LAYER, HOST_MASK_LAYER]:
             return img
     store.add_external_layer(HOST_ROOT_LAYER, host_root_view(store), {"provider": "host"})
-    mask = store.seal_layer(build_mask_layer(store), {"provider": "host", "role": "mask"})
     config = ImageConfig(provenance={"provider": "host"}, workdir="/")
-    return store.put_image(HOST_IMAGE, [HOST_ROOT_LAYER, mask.id], config)
+    return store.put_image(HOST_IMAGE, [HOST_ROOT_LAYER, HOST_MASK_LAYER], config)
 
 
-def _layer_exists(store: Store, layer_id: str) -> bool:
-    rows = store.db.query("SELECT path FROM layers WHERE id=?", (layer_id,))
-    return bool(rows) and Path(rows[0]["path"]).is_dir()
+def with_current_mask(img: Image) -> Image:
+    """An image over the host root as it must run now: with the `host-mask` layer right above the root, also
+    for images built over an older envyard's host image (which carry a sealed mask that hides less)."""
+    if HOST_ROOT_LAYER not in img.layers or HOST_MASK_LAYER in img.layers:
+        return img
+    i = img.layers.index(HOST_ROOT_LAYER) + 1
+    return Image(img.name, [*img.layers[:i], HOST_MASK_LAYER, *img.layers[i:]], img.config, img.created)
+
+
+_mask_seen: dict[str, tuple] = {}  # store home -> (state key, mask dir) of the last refresh in this process
+
+
+def _mask_state_key() -> tuple:
+    """Cheap to read; changes whenever the mask might: the registry, the user database, ssh keys, new dirs."""
+    key = []
+    for path in (KNOWN_STORES, "/etc/shadow", "/etc/gshadow", "/etc/ssh", "/etc", "/var/lib", "/"):
+        try:
+            key.append(os.stat(path).st_mtime_ns)
+        except OSError:
+            key.append(None)
+    return tuple(key)
+
+
+def refresh_host_mask(store: Store) -> Path:
+    """Make sure the `host-mask` layer points at a mask of the machine as it is now; return its directory."""
+    key = _mask_state_key()
+    seen = _mask_seen.get(str(store.home))
+    if seen and seen[0] == key and seen[1].is_dir():
+        return seen[1]
+    spec = hostmask.mask_spec(store.home)
+    masks = store.home / "host" / "masks"
+    path = masks / hostmask.spec_digest(spec)
+    if not path.is_dir():
+        masks.mkdir(parents=True, exist_ok=True)
+        tmp = masks / f".new-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            hostmask.build_mask(tmp, spec)
+            os.rename(tmp, path)
+        except OSError:
+            store.discard_dir(tmp)
+            if not path.is_dir():  # not just another process winning the race
+                raise
+    rows = store.db.query("SELECT path FROM layers WHERE id=?", (HOST_MASK_LAYER,))
+    if not rows or rows[0]["path"] != str(path):
+        store.add_external_layer(HOST_MASK_LAYER, path, {"provider": "host", "role": "mask"})
+    _mask_seen[str(store.home)] = (key, path)
+    return path
 
 
 def _host_dirs(store: Store) -> tuple[Path, Path]:

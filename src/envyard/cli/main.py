@@ -45,15 +45,17 @@ def _fail(e: EnvyardError, code: int | None = None) -> None:
     raise typer.Exit(code if code is not None else e.exit_code)
 
 
-def _spec(yard, image: str, network: str, limits: Limits, env: dict, workdir: str | None):
+def _spec(yard, image: str, network: str, limits: Limits, env: dict, workdir: str | None, security: str):
     """Validate sandbox options the way Yard.sandbox does, for the commands that attach a terminal."""
     from ..runtime.backend import SandboxSpec
+    from ..yard import check_security
 
     if network not in ("none", "host"):
         raise BadInput(f"unknown network policy {network!r}", fix="use 'none' (default) or 'host'")
     if workdir is not None and not workdir.startswith("/"):
         raise BadInput(f"workdir must be an absolute path, not {workdir!r}")
-    return SandboxSpec(image=yard.image(image), network=network, limits=limits, env=env, workdir=workdir)
+    return SandboxSpec(image=yard.image(image), network=network, limits=limits, env=env, workdir=workdir,
+                       security=check_security(security))
 
 
 def _strip_dashes(cmd: list[str]) -> list[str]:
@@ -107,6 +109,8 @@ def run(
     workdir: Optional[str] = typer.Option(None, "--workdir", "-w", help="Working directory inside the sandbox."),
     timeout: Optional[float] = typer.Option(None, help="Kill the command after this many seconds (exit 124)."),
     as_json: bool = typer.Option(False, "--json", help="Capture output and print an ExecResult as JSON."),
+    security: str = typer.Option("default", help="default, or relaxed: no seccomp filter (nested sandboxes, "
+                                 "user namespaces, io_uring, perf); see docs/security.md."),
 ):
     """Run one command in a throwaway sandbox. Options go before IMAGE. The exit code is the command's (124 after
     --timeout); envyard's own errors exit 125."""
@@ -119,11 +123,11 @@ def run(
             raise BadInput(f"--timeout must be positive, got {timeout}")
         if as_json:
             with yard.sandbox(image, network=network, limits=_limits(memory, pids, cpus), env=_env(env),
-                              workdir=workdir) as sb:
+                              workdir=workdir, security=security) as sb:
                 r = sb.exec(cmd if len(cmd) > 1 else cmd[0], timeout=timeout)
             _emit_json({"sandbox": sb.id, "image": sb.image.name, **r.to_dict()})
             raise typer.Exit(TIMEOUT_EXIT if r.timed_out else r.exit_code)
-        spec = _spec(yard, image, network, _limits(memory, pids, cpus), _env(env), workdir)
+        spec = _spec(yard, image, network, _limits(memory, pids, cpus), _env(env), workdir, security)
         code = yard.backend.run_attached(spec, cmd, timeout=timeout)
     except EnvyardError as e:
         _fail(e, RUN_ERROR)
@@ -135,11 +139,13 @@ def shell(
     image: str = typer.Argument("host", help="Image to open a shell in."),
     network: str = typer.Option("none", help="none (default) or host."),
     memory: Optional[str] = typer.Option(None, help="Memory limit, e.g. 512M."),
+    security: str = typer.Option("default", help="default, or relaxed: no seccomp filter (nested sandboxes, "
+                                 "user namespaces, io_uring, perf); see docs/security.md."),
 ):
     """Open an interactive shell in a throwaway sandbox (bash when the image has it)."""
     try:
         yard = _yard()
-        spec = _spec(yard, image, network, _limits(memory, None, None), {}, None)
+        spec = _spec(yard, image, network, _limits(memory, None, None), {}, None, security)
         code = yard.backend.run_attached(spec, ["/bin/sh", "-c", "command -v bash >/dev/null && exec bash -i || exec sh -i"])
     except EnvyardError as e:
         _fail(e, RUN_ERROR)

@@ -4,10 +4,11 @@ from .env import SUBMIT, TerminalEnv
 from .rollout import Episode, NoopPolicy, OraclePolicy, ReplayPolicy, make_policy, run_episode, run_rollouts
 from .task import Task, TaskError, check_task, find_tasks, load_task
 from .vector import AsyncTerminalEnv, VectorTerminalEnv
-from .verify import Verdict, filter_agent_changes, task_image, verify
+from .carry import carry_changes
+from .verify import Verdict, task_image, verify
 
 __all__ = [
     "AsyncTerminalEnv", "VectorTerminalEnv", "Episode", "NoopPolicy", "OraclePolicy", "ReplayPolicy", "SUBMIT", "Task", "TaskError", "TerminalEnv", "Verdict",
-    "check_task", "filter_agent_changes", "find_tasks", "load_task", "make_policy", "run_episode", "run_rollouts",
+    "carry_changes", "check_task", "find_tasks", "load_task", "make_policy", "run_episode", "run_rollouts",
     "task_image", "verify",
 ]

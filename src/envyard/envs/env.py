@@ -109,14 +109,21 @@ class TerminalEnv(gym.Env):
         try:
             r = self._shell.run(action, timeout=self.step_timeout, max_output=self.observation_bytes * 4,
                                 on_output=on_output)
+            note = self._replace_exited_shell()
         except BadInput as e:  # the command itself is malformed (a NUL byte): the agent is told, as a shell would
-            r = ExecResult(2, b"", f"envyard: command refused: {e.message}\n".encode(), 0.0)
+            r, note = ExecResult(2, b"", f"envyard: command refused: {e.message}\n".encode(), 0.0), ""
         except EnvyardError as e:
-            self.verdict = Verdict(None, infra_error=INFRA_SANDBOX, infra_detail=str(e))
-            self._close_sandbox()
-            return self._last, 0.0, True, False, {**info, **self._verdict_info()}
+            if self.sandbox.alive:
+                self.verdict = Verdict(None, infra_error=INFRA_SANDBOX, infra_detail=str(e))
+                self._close_sandbox()
+                return self._last, 0.0, True, False, {**info, **self._verdict_info()}
+            # The agent's sandbox died under its own command (it killed the sandbox's shell, exhausted its
+            # memory): not the machinery's fault, and not a way to escape a score. Verify what it left.
+            self._last = printable(f"[the sandbox stopped: {e.message}; the episode ends here]")
+            obs, reward, _, _, vinfo = self._finish(terminated=True)
+            return self._last, reward, True, False, {**info, "sandbox_stopped": True, **vinfo}
         info.update(exit_code=r.exit_code, timed_out=r.timed_out)  # no timings: info must be deterministic
-        self._last = format_output(r.exit_code, r.stdout, r.stderr, r.timed_out, self.observation_bytes)
+        self._last = format_output(r.exit_code, r.stdout, r.stderr + note, r.timed_out, self.observation_bytes)
         if self._steps >= self.task.max_steps or time.monotonic() - self._started >= self.task.agent_timeout:
             obs, reward, _, _, vinfo = self._finish(terminated=False)
             return self._last, reward, False, True, {**info, **vinfo}
@@ -139,11 +146,20 @@ class TerminalEnv(gym.Env):
         reward = self.verdict.reward if self.verdict.reward is not None else 0.0
         return self._last, reward, terminated, not terminated, self._verdict_info()
 
+    def _replace_exited_shell(self) -> str:
+        """After a command that ended the shell itself (`exit`, `exec`), start a new one: the episode goes on.
+        Returns a note for the agent, or ''."""
+        if self._shell.alive:
+            return ""
+        self._shell = self.sandbox.shell()
+        return (f"\n[envyard: the shell exited; a new shell was started in {self.task.workdir}: "
+                "variables and the current directory were reset]")
+
     def _verdict_info(self) -> dict:
         v = self.verdict
         return {"reward": v.reward, "metrics": v.metrics, "infra_error": v.infra_error, "infra_detail": v.infra_detail,
                 "verifier_exit_code": v.exit_code, "verifier_output": v.output, "dropped": v.dropped,
-                "steps": self._steps}
+                "dropped_count": v.dropped_count, "steps": self._steps}
 
     def _close_sandbox(self):
         if self.sandbox is not None:

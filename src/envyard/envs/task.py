@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import BadInput, EnvyardError
-from ..runtime.limits import Limits
+from ..runtime.limits import Limits, parse_bytes
+from .carry import NEVER_CARRIED
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 NETWORKS = ("none", "host")
+DEFAULT_MAX_CARRY = 1 << 30  # bytes of the agent's work the verifier gets; more scores 0
 
 
 class TaskError(BadInput):
@@ -40,6 +42,11 @@ class Task:
     verifier_timeout: float = 120.0
     verifier_network: str = "none"
     protected: list[str] = field(default_factory=list)
+    carry: list[str] = field(default_factory=list)  # what of the agent's work reaches the verifier; [] = workdir
+    max_carry_bytes: int = DEFAULT_MAX_CARRY
+
+    def __post_init__(self):
+        self.carry = self.carry or [self.workdir]
 
     @property
     def tests_dir(self) -> Path:
@@ -72,7 +79,8 @@ _SCHEMA: dict[str, dict[str, type | tuple]] = {
     "": {"name": str, "description": str, "metadata": dict, "environment": dict, "agent": dict, "verifier": dict},
     "environment": {"image": str, "workdir": str, "network": str, "memory": (str, int), "pids": int, "cpus": (int, float)},
     "agent": {"timeout_sec": (int, float), "max_steps": int},
-    "verifier": {"timeout_sec": (int, float), "network": str, "protected": list},
+    "verifier": {"timeout_sec": (int, float), "network": str, "protected": list, "carry": list,
+                 "max_carry_size": (str, int)},
 }
 
 
@@ -126,9 +134,18 @@ def check_task(root: Path) -> list[str]:
                          ("agent.max_steps", agent.get("max_steps"))):
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
             problems.append(f"{toml_path}: {where}: must be positive")
-    for i, p in enumerate(ver.get("protected") or [] if isinstance(ver.get("protected"), list) else []):
-        if not isinstance(p, str) or not p.startswith("/"):
-            problems.append(f"{toml_path}: verifier.protected[{i}]: must be an absolute path")
+    for key in ("protected", "carry"):
+        for i, p in enumerate(ver.get(key) or [] if isinstance(ver.get(key), list) else []):
+            if not isinstance(p, str) or not p.startswith("/"):
+                problems.append(f"{toml_path}: verifier.{key}[{i}]: must be an absolute path")
+            elif key == "carry" and any(p.rstrip("/") == d or p.startswith(d + "/") for d in NEVER_CARRIED):
+                problems.append(f"{toml_path}: verifier.carry[{i}]: {p} is the verifier's own, never carried")
+    if "max_carry_size" in ver:
+        try:
+            if parse_bytes(ver["max_carry_size"]) <= 0:
+                problems.append(f"{toml_path}: verifier.max_carry_size: must be positive")
+        except EnvyardError as e:
+            problems.append(f"{toml_path}: verifier.max_carry_size: {e.message}")
     try:
         Limits.coerce({k: env[k] for k in ("memory", "pids", "cpus") if k in env})
     except EnvyardError as e:
@@ -164,7 +181,8 @@ def _build(root: Path, data: dict) -> Task:
         limits=Limits.coerce({k: env[k] for k in ("memory", "pids", "cpus") if k in env}),
         agent_timeout=float(agent.get("timeout_sec", 600)), max_steps=int(agent.get("max_steps", 50)),
         verifier_timeout=float(ver.get("timeout_sec", 120)), verifier_network=ver.get("network", "none"),
-        protected=list(ver.get("protected", [])),
+        protected=list(ver.get("protected", [])), carry=list(ver.get("carry", [])),
+        max_carry_bytes=parse_bytes(ver.get("max_carry_size", DEFAULT_MAX_CARRY)),
     )
 
 

@@ -1,47 +1,38 @@
 """Building a task's image, and tamper-proof verification of an agent's final state.
 
-Verification never runs where the agent ran. The agent's changes are copied out (processes frozen), the
-agent's sandbox is closed (no agent process survives), the copy is filtered so it cannot replace the tools the
-verifier relies on, and the tests enter a fresh sandbox over image + filtered changes only then.
+Verification never runs where the agent ran. The agent's processes are killed first (none survives into
+verification), then only the paths the task says the agent produces are carried, filtered, into a fresh
+sandbox over the task's image (see carry.py); the tests enter that sandbox only then, and run from /tests
+with the image's own tools.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import io
 import json
-import os
-import stat
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import EnvyardError, SandboxError
+from ..errors import EnvyardError
 from ..store import Image
-from ..store.store import remove_tree
 from ..yard import Sandbox, Yard
+from .carry import MAX_ENTRIES, carry_changes
 from .task import Task
 
-# Files of the image under these paths may not be replaced or deleted by the agent (new files are kept, so
-# installing a package still counts). Tasks may add paths with [verifier].protected.
-DEFAULT_PROTECTED = (
-    "/bin/*", "/sbin/*", "/usr/bin/*", "/usr/sbin/*", "/usr/local/bin/*", "/usr/local/sbin/*",
-    "/usr/lib/python3*", "/usr/local/lib/python3*", "/etc/python3*", "/root/.local/lib/python3*",
-    "/lib64/ld-linux*", "/usr/lib64/ld-linux*", "/lib/*-linux-gnu/ld-linux*", "/usr/lib/*-linux-gnu/ld-linux*",
-    "/lib/*-linux-gnu/libc.so*", "/usr/lib/*-linux-gnu/libc.so*", "/etc/ld.so.*", "/etc/environment",
-)
-# Directories that come before the system's on PATH: a new file there must not shadow an image command.
-SHADOWING_DIRS = ("/usr/local/sbin", "/usr/local/bin")
-SYSTEM_BIN_DIRS = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
-# Nothing the agent leaves here reaches the verifier.
-DROPPED = ("/tests", "/logs", "/solution", "/.envyard")
-# Files that change what an interpreter does at start-up; added under a protected path, they are dropped.
-STARTUP_HOOKS = ("sitecustomize.py", "usercustomize.py", "*.pth")
-OPAQUE_XATTRS = ("user.overlay.opaque", "trusted.overlay.opaque")
+# The verifier's environment on top of the image's. Git runs code named in a repository's own config
+# (core.fsmonitor, hooks, a pager) even for read-only commands; settings given this way win over the
+# repository's, so a verifier that inspects the agent's repository does not run the agent's programs.
+VERIFIER_ENV = {
+    "TEST_DIR": "/tests",
+    "GIT_CONFIG_COUNT": "3",
+    "GIT_CONFIG_KEY_0": "core.fsmonitor", "GIT_CONFIG_VALUE_0": "false",
+    "GIT_CONFIG_KEY_1": "core.hooksPath", "GIT_CONFIG_VALUE_1": "/dev/null",
+    "GIT_CONFIG_KEY_2": "core.pager", "GIT_CONFIG_VALUE_2": "cat",
+}
 
 INFRA_SETUP = "setup_failed"
 INFRA_SANDBOX = "sandbox_died"
-INFRA_VERIFIER_TIMEOUT = "verifier_timeout"
 INFRA_VERIFIER_CRASH = "verifier_crashed"
 
 
@@ -64,7 +55,8 @@ class Verdict:
     duration: float = 0.0
     infra_error: str | None = None
     infra_detail: str | None = None
-    dropped: list[str] = field(default_factory=list)  # agent changes the filter removed
+    dropped: list[str] = field(default_factory=list)  # agent changes the filter removed (the first 100)
+    dropped_count: int = 0
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -99,106 +91,55 @@ def task_image(yard: Yard, task: Task) -> Image:
         raise InfraError(INFRA_SETUP, f"task {task.name}: building its environment failed: {e}") from e
 
 
-# ---- filtering the agent's changes --------------------------------------------------------------------------
-
-
-def _is_whiteout(st: os.stat_result) -> bool:
-    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
-
-
-def _matches(path: str, patterns) -> bool:
-    parts = path.split("/")
-    prefixes = ["/".join(parts[:i]) or "/" for i in range(2, len(parts) + 1)]
-    return any(fnmatch.fnmatchcase(p, pat) for p in prefixes for pat in patterns)
-
-
-def _in_image(path: str, lowers: list[Path]) -> bool:
-    rel = path.lstrip("/")
-    for layer in reversed(lowers):  # topmost first
-        candidate = layer / rel
-        try:
-            st = os.lstat(candidate)
-        except OSError:
-            continue
-        return not _is_whiteout(st)
-    return False
-
-
-def filter_agent_changes(layer: Path, lowers: list[Path], protected: list[str]) -> list[str]:
-    """Edit a copied upper dir in place so the verifier sees the agent's work but not its tampering.
-    Returns the paths that were dropped."""
-    patterns = (*DEFAULT_PROTECTED, *protected)
-    dropped: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(layer, topdown=True):
-        rel_dir = "/" + os.path.relpath(dirpath, layer).lstrip(".")
-        rel_dir = "/" if rel_dir in ("/", "/.") else rel_dir.rstrip("/")
-        for name in list(dirnames) + filenames:
-            full = os.path.join(dirpath, name)
-            path = (rel_dir.rstrip("/") + "/" + name)
-            if any(path == d or path.startswith(d + "/") for d in DROPPED):
-                remove_tree(Path(full))
-                dropped.append(path)
-                if name in dirnames:
-                    dirnames.remove(name)
-                continue
-            if not _matches(path, patterns):
-                continue
-            st = os.lstat(full)
-            is_dir = stat.S_ISDIR(st.st_mode)
-            if is_dir:
-                for x in OPAQUE_XATTRS:  # an opaque dir would hide the image's files below it
-                    try:
-                        os.removexattr(full, x)
-                        dropped.append(path + "/ (opaque)")
-                    except OSError:
-                        pass
-                continue
-            hook = any(fnmatch.fnmatchcase(name, h) for h in STARTUP_HOOKS)
-            shadows = rel_dir in SHADOWING_DIRS and any(_in_image(f"{d}/{name}", lowers) for d in SYSTEM_BIN_DIRS)
-            if _is_whiteout(st) or _in_image(path, lowers) or hook or shadows:
-                os.unlink(full)
-                dropped.append(path)
-    return dropped
-
-
 # ---- running the verifier -----------------------------------------------------------------------------------
 
 
 def verify(yard: Yard, task: Task, image: Image, agent: Sandbox) -> Verdict:
-    """Score the agent's final state. Closes `agent`. Infrastructure failures come back as `infra_error`."""
+    """Score the agent's final state (its sandbox may have died: its files are what counts). Closes `agent`.
+    Infrastructure failures come back as `infra_error`; nothing the agent can do makes one."""
     store = yard.store
+    dest = store.new_layer_dir()
     try:
-        built = agent._h.snapshot_layer()
-    except SandboxError as e:
+        agent.stop()
+        carried = carry_changes(agent.upper_dir(), dest, task.carry, store.layer_paths(image.layers),
+                                task.protected, task.max_carry_bytes)
+    except EnvyardError as e:
+        store.discard_dir(dest)
+        return Verdict(None, infra_error=INFRA_SANDBOX, infra_detail=f"could not copy the agent's work: {e}")
+    finally:
         agent.close()
-        return Verdict(None, infra_error=INFRA_SANDBOX, infra_detail=str(e))
-    agent.close()
-    dropped = filter_agent_changes(built, store.layer_paths(image.layers), task.protected)
-    layer = store.seal_layer(built, {"verifier_view": task.name})
+    dropped = {"dropped": carried.dropped, "dropped_count": carried.dropped_count}
+    if carried.too_large:
+        store.discard_dir(dest)
+        return Verdict(0.0, {"rejected": f"the agent's work under {', '.join(task.carry)} is too large: "
+                                         f"{carried.size} bytes in {carried.entries} entries (limits: "
+                                         f"max_carry_size {task.max_carry_bytes} bytes, {MAX_ENTRIES} entries)"})
+    layer = store.seal_layer(dest, {"verifier_view": task.name})
     view = Image(name=image.name, layers=[*image.layers, layer.id], config=image.config, created=image.created)
     try:
-        with yard.sandbox(view, network=task.verifier_network, limits=task.limits, workdir=task.workdir) as v:
+        with yard.sandbox(view, network=task.verifier_network, limits=task.limits, workdir="/",
+                          env=VERIFIER_ENV) as v:
             # One exec prepares /logs and unpacks the tests (each exec costs a few ms).
             prep = v.exec(["/bin/sh", "-c", "rm -rf /tests /logs && mkdir -p /tests /logs/verifier /logs/agent"
                            " && tar -x -f - -C /tests"], stdin=_tar_of(task.tests_dir), max_output=1 << 16)
             if prep.exit_code != 0:
-                return Verdict(None, infra_error=INFRA_VERIFIER_CRASH, dropped=dropped,
+                return Verdict(None, infra_error=INFRA_VERIFIER_CRASH, **dropped,
                                infra_detail=f"could not install the tests: {prep.stderr.strip()[-300:]}")
             command = ("bash /tests/test.sh" if (task.tests_dir / "test.sh").is_file()
                        else "python3 -m unittest discover -s /tests -p 'test*.py'")
-            r = v.exec(command, cwd=task.workdir, timeout=task.verifier_timeout, max_output=64_000)
+            r = v.exec(command, cwd="/tests", timeout=task.verifier_timeout, max_output=64_000)
             out = (r.stdout + r.stderr)[-8000:]
             if r.timed_out:
-                return Verdict(None, exit_code=r.exit_code, output=out, duration=r.duration, dropped=dropped,
-                               infra_error=INFRA_VERIFIER_TIMEOUT,
-                               infra_detail=f"verifier ran past {task.verifier_timeout:.0f}s")
+                # Not an infrastructure error: the agent's work can stall a verifier (an endless answer, a
+                # program that hangs), and a masked episode would teach it to do so.
+                return Verdict(0.0, {"verifier_timed_out": True}, r.exit_code, out, r.duration, **dropped)
             reward, metrics = _read_reward(v, r.exit_code)
             if reward is None:
-                return Verdict(None, metrics, r.exit_code, out, r.duration, dropped=dropped,
+                return Verdict(None, metrics, r.exit_code, out, r.duration, **dropped,
                                infra_error=INFRA_VERIFIER_CRASH, infra_detail=metrics["reward_error"])
-            return Verdict(reward, metrics, r.exit_code, out, r.duration, dropped=dropped)
+            return Verdict(reward, metrics, r.exit_code, out, r.duration, **dropped)
     except EnvyardError as e:
-        return Verdict(None, infra_error=INFRA_VERIFIER_CRASH, infra_detail=str(e), dropped=dropped)
+        return Verdict(None, infra_error=INFRA_VERIFIER_CRASH, infra_detail=str(e), **dropped)
     finally:
         store.remove_layer(layer.id)
 

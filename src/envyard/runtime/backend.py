@@ -41,6 +41,8 @@ class SandboxSpec:
     # the setup engine uses it for a shared package-download cache.
     binds: tuple[tuple[str, str], ...] = ()
     ro_binds: tuple[tuple[str, str], ...] = ()  # the same, read-only (files or directories)
+    # "default": the seccomp filter and masked kernel files; "relaxed": no seccomp filter (docs/security.md).
+    security: str = "default"
 
 
 class SandboxHandle(abc.ABC):

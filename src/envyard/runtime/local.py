@@ -28,7 +28,9 @@ from ..errors import HostUnsupported, SandboxClosed, SandboxDied, SandboxError
 from ..store import SandboxRecord, Store
 from .backend import Backend, Capabilities, SandboxHandle, SandboxSpec
 from .bwrap import check_overlay_support, find_bwrap
+from . import seccomp, userns
 from .cgroups import Cgroups
+from .kernelview import mask_args
 from .holder import HOLDER_SCRIPT, IPC_MOUNT, check_env, command_script, session_loop_script
 from .result import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_SPILL, ExecResult, OutputBuffer, SpillBudget
 
@@ -45,6 +47,8 @@ KILL_GRACE = 5.0
 NO_PROCESS_EXIT = 254  # the holder's answer when it cannot fork a runner for a command
 TIMEOUT_EXIT = 124  # what `envyard run --timeout` exits with, as coreutils' timeout does
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+BWRAP_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+SECURITY_LEVELS = ("default", "relaxed")  # relaxed: no seccomp filter (see docs/security.md)
 
 
 def raise_fd_limit() -> None:
@@ -68,6 +72,7 @@ class LocalBackend(Backend):
         self.bwrap = find_bwrap()
         check_overlay_support()
         self.cgroups = Cgroups()
+        userns.namespace_fd()  # made now, while a descriptor below 10 is likely free
         raise_fd_limit()
 
     def check(self) -> dict:
@@ -100,6 +105,7 @@ class LocalSandbox(SandboxHandle):
         self._ids = itertools.count(1)
         self._ctl_lock = threading.Lock()
         self._closed = False
+        self._stopped = False
         self._sessions: list[LocalShell] = []
         self.proc: subprocess.Popen | None = None
         self.lower_paths = self.store.layer_paths(spec.image.layers)
@@ -143,7 +149,7 @@ class LocalSandbox(SandboxHandle):
             time.sleep(0.001)
 
     def _run_attached(self, argv: list[str], timeout: float | None = None) -> int:
-        proc = subprocess.Popen(self._with_shim(self._bwrap_args(argv)))
+        proc = self._popen_bwrap(self._bwrap_args(argv), {})
         self._record_attached_init(proc.pid)
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
@@ -173,6 +179,12 @@ class LocalSandbox(SandboxHandle):
         work.mkdir(exist_ok=True)
         args = [self.backend.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", f"envyard-{self.id}",
                 "--cap-drop", "ALL"]
+        # bwrap leaves the --userns descriptor open in the sandbox: the first program closes it when it can
+        # (a POSIX shell closes only fds 0-9). Left open it is harmless: it names the namespace the sandbox
+        # is already in, and setns is refused by the seccomp filter.
+        ns_fd = userns.namespace_fd()
+        args += ["--userns", str(ns_fd)]
+        close_ns = f"exec {ns_fd}<&-; " if ns_fd <= 9 else ""
         if attached is None:
             args.append("--new-session")
         for cap in SANDBOX_CAPS:
@@ -182,7 +194,8 @@ class LocalSandbox(SandboxHandle):
         for path in self.lower_paths:
             args += ["--overlay-src", str(path)]
         args += ["--overlay", str(upper), str(work), "/", "--proc", "/proc", "--dev", "/dev",
-                 "--ro-bind", "/sys", "/sys", "--ro-bind", str(self.ipc), IPC_MOUNT]
+                 "--ro-bind", "/sys", "/sys", *mask_args(),
+                 "--ro-bind", str(self.ipc), IPC_MOUNT]
         if self.spec.network == "host":
             args += ["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
         for host_path, inside in self.spec.binds:
@@ -192,23 +205,23 @@ class LocalSandbox(SandboxHandle):
         args += ["--clearenv"]
         for k, v in self.env.items():
             args += ["--setenv", k, v]
+        if self.spec.security == "default":
+            args += ["--seccomp", "{SECCOMP_FD}"]
         if attached is not None:
             # --die-with-parent is safe here: the caller's main thread waits for the program. The program goes
             # behind /bin/sh so that an argument starting with '-' can never be read as a bwrap option.
-            return args + ["--die-with-parent", "--chdir", self.workdir, "/bin/sh", "-c", 'exec "$@"', "sh", *attached]
-        return args + ["--chdir", "/", "--info-fd", "{INFO_FD}", "/bin/sh", "-c", HOLDER_SCRIPT]
+            return args + ["--die-with-parent", "--chdir", self.workdir, "/bin/sh", "-c", close_ns + 'exec "$@"', "sh",
+                           *attached]
+        return args + ["--chdir", "/", "--info-fd", "{INFO_FD}", "/bin/sh", "-c", close_ns + HOLDER_SCRIPT]
 
     def _start(self) -> None:
         self._next_runner = 1
         os.mkfifo(self.ipc / "spare.1", 0o600)  # the holder's first runner waits on it
         info_r, info_w = os.pipe()
-        args = [str(info_w) if a == "{INFO_FD}" else a for a in self._bwrap_args()]
         log_file = open(self.dir / "bwrap.log", "wb")
         try:
-            self.proc = subprocess.Popen(
-                self._with_shim(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=log_file, pass_fds=(info_w,), start_new_session=True,
-            )
+            self.proc = self._popen_bwrap(self._bwrap_args(), {"{INFO_FD}": info_w}, stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=log_file, start_new_session=True)
         finally:
             os.close(info_w)
             log_file.close()
@@ -245,6 +258,20 @@ class LocalSandbox(SandboxHandle):
             os.close(self.pidfd)
             del self.pidfd
         self.proc = None
+
+    def _popen_bwrap(self, args: list[str], fds: dict[str, int], **popen) -> subprocess.Popen:
+        """Start bwrap (behind the cgroup shim) with the descriptors its arguments name. Its environment is
+        empty on purpose: bwrap stays the sandbox's pid-1, whose environment anyone inside can read at
+        /proc/1/environ, so nothing of the owner's (API keys, tokens) may reach it."""
+        own = {"{SECCOMP_FD}": seccomp.program_fd()} if "{SECCOMP_FD}" in args else {}
+        fds = {**fds, **own}
+        pass_fds = (*fds.values(), userns.namespace_fd())
+        try:
+            argv = [str(fds[a]) if a in fds else a for a in args]
+            return subprocess.Popen(self._with_shim(argv), env=BWRAP_ENV, pass_fds=pass_fds, **popen)
+        finally:
+            for fd in own.values():
+                os.close(fd)
 
     def _with_shim(self, args: list[str]) -> list[str]:
         """Prefix bwrap with a /bin/sh that joins the cgroups / sets rlimits first; none when there are none."""
@@ -336,6 +363,17 @@ class LocalSandbox(SandboxHandle):
             p.unlink()
         self._start()
 
+    def stop(self) -> None:
+        """Kill every process now but keep the files: the upper dir then holds still (see `upper_dir`)."""
+        if self._closed:
+            raise SandboxClosed(f"sandbox {self.id} is closed")
+        self._stopped = True
+        self._kill_all()
+
+    @property
+    def upper_dir(self) -> Path:
+        return self.dir / "upper"
+
     def close(self) -> None:
         """Kill now; wait for the teardown and delete files on the janitor thread (gc finishes it if we die)."""
         if self._closed:
@@ -360,6 +398,8 @@ class LocalSandbox(SandboxHandle):
     def _check_open(self) -> None:
         if self._closed:
             raise SandboxClosed(f"sandbox {self.id} is closed")
+        if self._stopped:
+            raise SandboxClosed(f"sandbox {self.id} was stopped", fix="close it; start a new one or reset() first")
         if self.proc is None or self.proc.poll() is not None:
             raise SandboxDied(
                 f"sandbox {self.id} is no longer running (its main process exited)",

@@ -64,7 +64,7 @@ class SubmitResult(BaseModel):
     reward: float = Field(description="The verifier's reward (0.0 when it could not run: see infra_error).")
     passed: bool = Field(description="reward >= 1.0 and no infrastructure error.")
     infra_error: Optional[str] = Field(None, description="Set when the infrastructure failed, not the agent "
-                                       "(setup_failed, sandbox_died, verifier_timeout, verifier_crashed).")
+                                       "(setup_failed, sandbox_died, verifier_crashed).")
     infra_detail: Optional[str] = None
     verifier_exit_code: Optional[int] = None
     verifier_output: str = Field("", description="The end of the verifier's output.")

@@ -26,6 +26,7 @@ from pathlib import Path
 from ..errors import BadInput, ImageNotFound, StoreError
 from .. import janitor, procinfo
 from .db import Database, dumps
+from .registry import register_store
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._/-]{0,127}$")
 TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -124,6 +125,7 @@ class Store:
         except OSError as e:
             raise StoreError(f"cannot create the store at {self.home}: {e.strerror}", fix="set ENVYARD_HOME to a writable directory") from e
         self.db = Database(self.home / "store.db")
+        register_store(self.home)  # so that every store's `host` image hides this one
 
     # ---- layers -------------------------------------------------------------------------------------------
 

@@ -1,0 +1,329 @@
+"""What of an agent's work reaches the verifier: an allowlist of paths, then a filter inside them.
+
+Verification runs in a fresh sandbox over the task's image plus one layer made here from the agent's
+writable layer (its overlay upper dir). Only the paths the task says the agent produces are copied — by
+default its workdir — so everything else the agent changed (the dynamic loader's config, the interpreter's
+standard library, test runners, shells' start-up files, /tests, /logs) never exists for the verifier, and
+copying costs what the answer weighs, not what the agent wrote elsewhere.
+
+Inside the carried paths, a filter removes what would run code in the verifier without being the work
+itself or would stall it:
+- special files (FIFOs, sockets, device nodes): an answer file that is a FIFO would block the verifier;
+- compiled bytecode (`__pycache__`, `*.pyc`): Python runs a cached .pyc whose recorded source size and
+  time match, so a planted one could replace code whose source the verifier checks;
+- what the dynamic loader, interpreters and shells read as they start (`/etc/ld.so.preload`, a
+  `python3X.zip` shadowing the standard library, profile and rc files), interpreter start-up hooks
+  (`sitecustomize.py`, `usercustomize.py`), `.pth` files that run code (unless the image had the very same
+  file), and pytest plugins registered through entry points;
+- symlinks into the verifier's own directories (an answer file pointing at the expected answer);
+- new top-level entries of a carried directory named like a module the verifier imports (the standard
+  library, the test runners) or like a test-runner config (`conftest.py`, `pytest.ini`): with the directory
+  on `sys.path` (a workdir usually is) they would shadow the real ones;
+- under protected paths (system bin dirs, the standard library, the test runners' own packages, the loader;
+  plus the task's `protected` list), any change to a file of the image — it is restored — and new commands
+  that would shadow an image command earlier on PATH.
+
+Removing an entry from the carried layer restores the image's version of it (or its absence).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import EnvyardError
+from ..store.store import remove_tree
+
+# Never carried, whatever the task says: the verifier's own inputs and outputs, envyard's control dir.
+NEVER_CARRIED = ("/tests", "/logs", "/solution", "/.envyard")
+# Files of the image here may not be replaced or deleted, even when a carried path covers them.
+ALWAYS_PROTECTED = (
+    "/bin/*", "/sbin/*", "/usr/bin/*", "/usr/sbin/*", "/usr/local/bin/*", "/usr/local/sbin/*",
+    "/usr/lib/python3.*", "/etc/python3*",
+    "/lib64/ld-linux*", "/usr/lib64/ld-linux*", "/lib/*-linux-gnu/ld-linux*", "/usr/lib/*-linux-gnu/ld-linux*",
+    "/lib/*-linux-gnu/libc.so*", "/usr/lib/*-linux-gnu/libc.so*", "/etc/ld.so.*", "/etc/environment",
+    "*-packages/pytest", "*-packages/pytest.py", "*-packages/_pytest", "*-packages/pluggy", "*-packages/py.py",
+    "*-packages/iniconfig", "*-packages/pytest-*", "*-packages/pluggy-*", "*-packages/_pytest-*",
+)
+# Read by the dynamic loader or by interpreters and shells as they start: never carried, new or changed.
+STARTUP_FILES = (
+    "/etc/ld.so.preload", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ld.so.cache", "*/python3*.zip",
+    "/etc/environment", "/etc/profile", "/etc/profile.d", "/etc/bash.bashrc", "/etc/bashrc", "/etc/shells",
+    "*/.bashrc", "*/.bash_profile", "*/.bash_login", "*/.bash_logout", "*/.profile", "*/.pythonrc*",
+)
+# Directories before the system's on PATH: a new file there must not shadow an image command.
+SHADOWING_DIRS = ("/usr/local/sbin", "/usr/local/bin")
+SYSTEM_BIN_DIRS = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
+STARTUP_HOOKS = ("sitecustomize.py", "usercustomize.py")
+# Module names a verifier is likely to import, plus test-runner configs: new top-level entries of a carried
+# directory with these names are dropped.
+SHADOW_MODULES = frozenset(sys.stdlib_module_names) | {"pytest", "_pytest", "pluggy", "py", "iniconfig", "nose",
+                                                      "nose2", "hypothesis", "coverage"}
+RUNNER_CONFIGS = ("conftest.py", "pytest.ini", ".pytest.ini")
+OPAQUE_XATTRS = ("user.overlay.opaque", "trusted.overlay.opaque")
+MAX_LISTED = 100  # dropped paths listed in a verdict; the rest are counted
+MAX_ENTRIES = 1_000_000  # more files than this in the agent's work scores 0 (copying them would stall)
+
+
+@dataclass
+class Carried:
+    """The outcome of carrying an agent's work: the layer dir (None when the work was too large)."""
+
+    layer: Path | None
+    size: int = 0
+    entries: int = 0
+    too_large: bool = False
+    dropped: list[str] = field(default_factory=list)
+    dropped_count: int = 0
+
+    def drop(self, path: str) -> None:
+        self.dropped_count += 1
+        if len(self.dropped) < MAX_LISTED:
+            self.dropped.append(path)
+
+
+def is_whiteout(st: os.stat_result) -> bool:
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
+
+
+def normalise_roots(roots: list[str]) -> list[str]:
+    """Absolute, normalised, without roots nested in other roots."""
+    clean = sorted({os.path.normpath(r) for r in roots})
+    return [r for r in clean if not any(r != o and (o == "/" or r.startswith(o + "/")) for o in clean)]
+
+
+def carry_changes(upper: Path, dest: Path, roots: list[str], lowers: list[Path], protected: list[str],
+                  max_bytes: int) -> Carried:
+    """Copy the entries of `upper` (an agent's writable layer, its processes gone) at and below `roots` into
+    the empty directory `dest`, then filter them. `lowers` are the image's layer dirs, bottom first."""
+    result = Carried(layer=dest)
+    sources = []
+    for root in normalise_roots(roots):
+        src = _entry_in_upper(upper, root, result)
+        if src is not None:
+            sources.append((root, src))
+    entries = 0
+    for _root, src in sources:
+        size, count = _apparent_size(src)
+        result.size += size
+        entries += count
+        if result.size > max_bytes or entries > MAX_ENTRIES:
+            return Carried(layer=None, size=result.size, entries=entries, too_large=True)
+    for root, src in sources:
+        _copy_entry(upper, src, dest, root)
+    filter_carried(dest, lowers, [*ALWAYS_PROTECTED, *protected], result)
+    return result
+
+
+def _entry_in_upper(upper: Path, root: str, result: Carried) -> Path | None:
+    """The upper dir's entry for `root`, or None when the agent changed nothing there. A parent that the
+    agent replaced (by a file, a symlink or a deletion) carries nothing: the image's parent stays."""
+    if root == "/":
+        return upper
+    current = upper
+    parts = root.strip("/").split("/")
+    for i, part in enumerate(parts):
+        current = current / part
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            return None
+        if i < len(parts) - 1 and not stat.S_ISDIR(st.st_mode):
+            result.drop("/" + "/".join(parts[: i + 1]) + " (replaced a parent of a carried path)")
+            return None
+    return current
+
+
+def _apparent_size(path: Path) -> tuple[int, int]:
+    """(bytes, entries) at and under `path`: bytes of regular files as a reader sees them (sparse holes
+    count: a verifier reading the file pays for them). Stops counting past the limits' reach."""
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        return (st.st_size if stat.S_ISREG(st.st_mode) else 0), 1
+    total, entries = 0, 1
+    for dirpath, dirs, files in os.walk(path):
+        entries += len(dirs) + len(files)
+        if entries > MAX_ENTRIES:
+            break
+        for name in files:
+            try:
+                fst = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            if stat.S_ISREG(fst.st_mode):
+                total += fst.st_size
+    return total, entries
+
+
+def _copy_entry(upper: Path, src: Path, dest: Path, root: str) -> None:
+    """cp -a one entry (xattrs, whiteouts and hard links kept) to the same place under `dest`. Its parents
+    are made with the agent's owner and mode but never its opaque marks: an opaque parent would hide every
+    other entry of the image in that directory."""
+    rel = Path(root.lstrip("/"))
+    target = dest / rel
+    for i in range(1, len(rel.parts)):
+        sub = Path(*rel.parts[:i])
+        if not (dest / sub).exists():
+            (dest / sub).mkdir()
+            st = os.lstat(upper / sub)
+            os.chown(dest / sub, st.st_uid, st.st_gid)
+            os.chmod(dest / sub, stat.S_IMODE(st.st_mode))
+    if root == "/":
+        cmd = ["cp", "-a", "--reflink=auto", f"{src}/.", str(dest)]
+    else:
+        cmd = ["cp", "-a", "--reflink=auto", "-T", str(src), str(target)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise EnvyardError(f"copying the agent's work at {root} failed: {done.stderr.strip()[-300:]}")
+
+
+def _matches(path: str, patterns) -> bool:
+    """True if `path` or one of its parent directories matches a pattern."""
+    parts = path.split("/")
+    prefixes = ["/".join(parts[:i]) or "/" for i in range(2, len(parts) + 1)]
+    return any(fnmatch.fnmatchcase(p, pat) for p in prefixes for pat in patterns)
+
+
+def _image_entry(path: str, lowers: list[Path]) -> Path | None:
+    """The image's file at `path` (from the topmost layer that decides it), or None when the image has none:
+    a whiteout, an opaque directory or a non-directory at an ancestor in a higher layer hides the lower ones."""
+    rel = path.strip("/")
+    parts = rel.split("/") if rel else []
+    for layer in reversed(lowers):
+        candidate = layer / rel
+        try:
+            return None if is_whiteout(os.lstat(candidate)) else candidate
+        except OSError:
+            pass
+        if _hides_below(layer, parts):
+            return None
+    return None
+
+
+def _hides_below(layer: Path, parts: list[str]) -> bool:
+    for i in range(1, len(parts)):
+        ancestor = layer.joinpath(*parts[:i])
+        try:
+            st = os.lstat(ancestor)
+        except OSError:
+            return False  # this layer has nothing at or below here: lower layers decide
+        if not stat.S_ISDIR(st.st_mode) or any(_has_xattr(str(ancestor), x) for x in OPAQUE_XATTRS):
+            return True
+    return False
+
+
+def _same_content(path: str, full: str, lowers: list[Path]) -> bool:
+    original = _image_entry(path, lowers)
+    try:
+        return original is not None and Path(full).read_bytes() == original.read_bytes()
+    except OSError:
+        return False
+
+
+def _runs_code(pth: str) -> bool:
+    """A .pth line starting with `import` is executed at every interpreter start."""
+    try:
+        lines = Path(pth).read_text(errors="replace").splitlines()
+    except OSError:
+        return True
+    return any(line.startswith(("import ", "import\t")) for line in lines)
+
+
+def _without_pytest_plugins(entry_points: str) -> bool:
+    """Remove a [pytest11] section (pytest's plugin auto-loading) from an entry_points.txt; True if found."""
+    try:
+        text = Path(entry_points).read_text(errors="replace")
+    except OSError:
+        return False
+    kept, skipping, found = [], False, False
+    for line in text.splitlines(keepends=True):
+        if line.strip().startswith("["):
+            skipping = line.strip() == "[pytest11]"
+            found = found or skipping
+        if not skipping:
+            kept.append(line)
+    if found:
+        Path(entry_points).write_text("".join(kept))
+    return found
+
+
+def filter_carried(layer: Path, lowers: list[Path], protected: list[str], result: Carried) -> None:
+    """Edit the carried layer in place (see the module docstring); record what was dropped."""
+    for dirpath, dirnames, filenames in os.walk(layer, topdown=True):
+        rel_dir = "/" + os.path.relpath(dirpath, layer)
+        rel_dir = "/" if rel_dir == "/." else rel_dir
+        package = os.path.exists(os.path.join(dirpath, "__init__.py")) or _image_entry(f"{rel_dir}/__init__.py", lowers)
+        for name in [*dirnames, *filenames]:
+            full = os.path.join(dirpath, name)
+            path = rel_dir.rstrip("/") + "/" + name
+            st = os.lstat(full)
+            reason = _drop_reason(path, name, full, st, rel_dir, bool(package), lowers, protected)
+            if reason is None:
+                continue
+            if reason == "opaque":  # keep the directory, lose the mark that hid the image's files in it
+                for x in OPAQUE_XATTRS:
+                    try:
+                        os.removexattr(full, x)
+                    except OSError:
+                        pass
+                result.drop(path + "/ (opaque)")
+                continue
+            remove_tree(Path(full))
+            result.drop(f"{path} ({reason})")
+            if name in dirnames:
+                dirnames.remove(name)
+
+
+def _drop_reason(path: str, name: str, full: str, st: os.stat_result, rel_dir: str, in_package: bool,
+                 lowers: list[Path], protected: list[str]) -> str | None:
+    """Why this carried entry must not reach the verifier, or None to keep it. ("opaque": keep it, unmarked.)"""
+    if any(path == d or path.startswith(d + "/") for d in NEVER_CARRIED):
+        return "not carried"
+    if is_whiteout(st):
+        return "deletes a protected file" if _matches(path, [*protected, *STARTUP_FILES]) else None
+    if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+        return "special file"
+    if _matches(path, STARTUP_FILES):
+        return "start-up file"
+    if stat.S_ISLNK(st.st_mode) and _points_into_verifier(path, full):
+        return "points at the verifier's files"
+    if name == "__pycache__" or name.endswith((".pyc", ".pyo")):
+        return "bytecode"
+    if name in STARTUP_HOOKS:
+        return "start-up hook"
+    if name.endswith(".pth") and _runs_code(full) and not _same_content(path, full, lowers):
+        return "start-up hook"
+    if name == "entry_points.txt" and not _same_content(path, full, lowers) and _without_pytest_plugins(full):
+        return None  # kept, without its pytest plugins
+    in_image = _image_entry(path, lowers) is not None
+    if not in_image and (name in RUNNER_CONFIGS or (not in_package and name.split(".", 1)[0] in SHADOW_MODULES)):
+        return "shadows a module or test config"
+    if _matches(path, protected):
+        if stat.S_ISDIR(st.st_mode):
+            return "opaque" if any(_has_xattr(full, x) for x in OPAQUE_XATTRS) else None
+        if in_image:
+            return "replaces a protected file"
+    if rel_dir in SHADOWING_DIRS and any(_image_entry(f"{d}/{name}", lowers) for d in SYSTEM_BIN_DIRS):
+        return "shadows a system command"
+    return None
+
+
+def _points_into_verifier(path: str, link: str) -> bool:
+    """A symlink whose target (resolved lexically, as the verifier would) lies in /tests, /logs, ...: an
+    answer file pointing at the expected answer."""
+    target = os.readlink(link)
+    resolved = os.path.normpath(os.path.join(os.path.dirname(path), target))
+    return any(resolved == d or resolved.startswith(d + "/") for d in NEVER_CARRIED)
+
+
+def _has_xattr(path: str, name: str) -> bool:
+    try:
+        os.getxattr(path, name)
+        return True
+    except OSError:
+        return False
