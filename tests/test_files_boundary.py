@@ -200,3 +200,25 @@ def test_file_methods_follow_a_reset(sb):
         sb.read_file("/tmp/before")
     sb.write_file("/tmp/after", "2")
     assert sb.exec("cat /tmp/after").stdout == "2"
+
+
+def test_a_lease_inside_the_sandbox_does_not_stall_the_owner(sb):
+    """A write lease whose holder ignores the break signal makes a blocking open() wait lease-break-time (45 s);
+    the owner must not wait."""
+    sb.write_file("/tmp/leased", "data")
+    holder = threading.Thread(target=sb.exec, args=(
+        "python3 -c \"import fcntl, os, signal, time; signal.signal(signal.SIGIO, signal.SIG_IGN); "
+        "fd = os.open('/tmp/leased', os.O_RDONLY); "
+        "fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK); open('/tmp/ready', 'w').close(); time.sleep(5)\"",),
+        kwargs={"timeout": 20}, daemon=True)
+    holder.start()
+    deadline = time.monotonic() + 10
+    while sb.exec("test -e /tmp/ready").exit_code != 0:
+        assert time.monotonic() < deadline, "the lease was never taken"
+        time.sleep(0.05)
+    for call in (lambda: sb.read_file("/tmp/leased"), lambda: sb.write_file("/tmp/leased", "x")):
+        start = time.monotonic()
+        err = quick(call, 5)
+        assert err is None or isinstance(err, envyard.EnvyardError), repr(err)
+        assert time.monotonic() - start < 1
+    holder.join(20)

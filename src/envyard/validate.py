@@ -119,7 +119,8 @@ def environment(value, name: str = "env") -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise BadInput(f"{name} must be a dict of str to str, not {_type_name(value)}", fix=f'give e.g. {name}={{"A": "1"}}')
+        raise BadInput(f"{name} must be a dict of str to str, not {_type_name(value)}",
+                       fix=f'give e.g. {name}={{"A": "1"}}')
     return check_env(value)
 
 
@@ -163,7 +164,8 @@ def sandbox_options(*, network, limits, env, workdir, binds, ro_binds, networks)
     environment(env)
     if workdir is not None and not text(workdir, "workdir").startswith("/"):
         raise BadInput(f"workdir must be an absolute path, not {workdir!r}", fix="give a path starting with /")
-    for name, table, need in (("binds", binds, "an existing host directory"), ("ro_binds", ro_binds, "an existing host path")):
+    for name, table, need in (("binds", binds, "an existing host directory"),
+                              ("ro_binds", ro_binds, "an existing host path")):
         if table is None:
             continue
         if not isinstance(table, Mapping):

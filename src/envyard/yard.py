@@ -305,7 +305,10 @@ class Sandbox:
     def snapshot(self, name: str | None = None) -> Image:
         """Seal the sandbox's changes as a new layer on top of its image; returns the new image. The sandbox
         keeps running."""
-        name = parse_image_name(validate.text(name, "name")) if name is not None else f"snapshot/{self.id}:{_next_snapshot_tag()}"
+        if name is not None:
+            name = parse_image_name(validate.text(name, "name"))
+        else:
+            name = f"snapshot/{self.id}:{_next_snapshot_tag()}"
         built = self._h.snapshot_layer()
         store = self.yard.store
         layer = store.seal_layer(built, {"snapshot_of": self.id, "image": self.image.name})

@@ -121,20 +121,22 @@ def _errors(where: _Where, action: str):
         if code == errno.EXDEV:
             raise PathOutsideSandbox(
                 f"{path} leads off the sandbox's own filesystem (into /proc, /sys, /dev, a bind mount or envyard's "
-                "control directory)", fix="file methods reach only the sandbox's root filesystem; use exec for the rest",
+                "control directory)",
+                fix="file methods reach only the sandbox's root filesystem; use exec for the rest",
             ) from None
         if code == errno.ELOOP:
-            raise BadInput(f"{path}: a symlink loop, or a symlink where {action} follows none",
+            raise BadInput(f"cannot {action} {path}: too many levels of symlinks, or a symlink where none is followed",
                            fix="name the file itself, not a link to it") from None
         if code == errno.ENOTDIR:
-            raise BadInput(f"{path}: a component of the path is not a directory") from None
+            raise BadInput(f"cannot {action} {path}: a component of the path is not a directory",
+                           fix="check the path inside the sandbox") from None
         if code in (errno.EISDIR, errno.ENXIO):
-            raise NotRegularFile(f"{path} is not a regular file") from None
-        if code in (errno.EWOULDBLOCK, errno.ETXTBSY):
+            raise NotRegularFile(f"{path} is not a regular file", fix="name a regular file") from None
+        if code == errno.EWOULDBLOCK:
             raise EnvyardError(f"cannot {action} {path}: the file is busy (locked or leased inside the sandbox)",
                                fix="retry once the sandbox's process lets go of it") from None
         if code == errno.ENAMETOOLONG:
-            raise BadInput(f"{path}: name too long") from None
+            raise BadInput(f"cannot {action} {path}: a name in it is too long", fix="use shorter names") from None
         raise EnvyardError(f"cannot {action} {path}: {e.strerror}") from None
 
 
@@ -148,7 +150,8 @@ def _kind(mode: int) -> str:
 
 
 def _not_regular(path: str, mode: int, fix: str | None = None) -> NotRegularFile:
-    return NotRegularFile(f"{path} is {_kind(mode)}, not a regular file", fix=fix)
+    return NotRegularFile(f"{path} is {_kind(mode)}, not a regular file",
+                          fix=fix or "file methods open regular files only; use exec for anything else")
 
 
 def _open_regular(dirfd: int, rel: str, flags: int, resolve: int, shown: str) -> int:

@@ -30,7 +30,8 @@ class Limits:
     cpus: float | None = None
 
     def __post_init__(self):
-        if self.memory is not None and (isinstance(self.memory, bool) or not isinstance(self.memory, (int, float, str))):
+        if self.memory is not None and (isinstance(self.memory, bool)
+                                        or not isinstance(self.memory, (int, float, str))):
             raise BadInput(f"memory limit must be bytes or a size string, not {type(self.memory).__name__}",
                            fix="give e.g. memory='512M' or memory=1 << 30")
         if self.pids is not None and (isinstance(self.pids, bool) or not isinstance(self.pids, int)):
@@ -58,6 +59,7 @@ class Limits:
         if isinstance(value, dict):
             unknown = set(value) - {"memory", "pids", "cpus"}
             if unknown:
-                raise BadInput(f"unknown limit(s): {', '.join(sorted(map(str, unknown)))}", fix="use memory, pids, cpus")
+                raise BadInput(f"unknown limit(s): {', '.join(sorted(map(str, unknown)))}",
+                               fix="use memory, pids, cpus")
             return cls(**value)
         raise BadInput(f"limits must be a Limits or a dict, not {type(value).__name__}")

@@ -111,12 +111,14 @@ class OutputBuffer:
         if self.spilled == self.total:
             note = f"{omitted} bytes omitted; full output in {self.spill_path}"
         elif not dropped:
-            note = f"{omitted} bytes omitted; the first {self.spilled} bytes are in {self.spill_path}, the rest is below"
+            note = (f"{omitted} bytes omitted; the first {self.spilled} bytes are in {self.spill_path}, "
+                    "the rest is below")
         elif self.spilled:
             note = (f"{omitted} bytes omitted, {dropped} of them dropped for good; "
                     f"the first {self.spilled} bytes are in {self.spill_path}")
         else:
-            note = f"{omitted} bytes omitted and dropped (no spill file: the spill cap is 0 or the sandbox's spill budget is spent)"
+            note = (f"{omitted} bytes omitted and dropped (no spill file: the spill cap is 0 or the sandbox's "
+                    "spill budget is spent)")
         return bytes(self._head) + f"\n[envyard: {note}]\n".encode() + tail
 
 
