@@ -222,3 +222,16 @@ def test_a_lease_inside_the_sandbox_does_not_stall_the_owner(sb):
         assert err is None or isinstance(err, envyard.EnvyardError), repr(err)
         assert time.monotonic() - start < 1
     holder.join(20)
+
+
+def test_upload_replaces_links_planted_in_its_way_instead_of_writing_through_them(sb, tmp_path):
+    src = tmp_path / "src"
+    (src / "conf").mkdir(parents=True)
+    (src / "conf" / "app.ini").write_text("mine")
+    (src / "passwd").write_text("mine too")
+    passwd = sb.exec("sha256sum /etc/passwd").stdout
+    sb.exec("mkdir -p /work/dst && ln -s /etc /work/dst/conf && ln -s /etc/passwd /work/dst/passwd")
+    sb.upload(src, "/work/dst")
+    assert sb.exec("sha256sum /etc/passwd").stdout == passwd and sb.exec("test -e /etc/app.ini").exit_code == 1
+    assert sb.exec("test -L /work/dst/conf || test -L /work/dst/passwd").exit_code == 1
+    assert sb.read_file("/work/dst/conf/app.ini") == b"mine" and sb.read_file("/work/dst/passwd") == b"mine too"
