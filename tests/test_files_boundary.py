@@ -235,3 +235,17 @@ def test_upload_replaces_links_planted_in_its_way_instead_of_writing_through_the
     assert sb.exec("sha256sum /etc/passwd").stdout == passwd and sb.exec("test -e /etc/app.ini").exit_code == 1
     assert sb.exec("test -L /work/dst/conf || test -L /work/dst/passwd").exit_code == 1
     assert sb.read_file("/work/dst/conf/app.ini") == b"mine" and sb.read_file("/work/dst/passwd") == b"mine too"
+
+
+def test_download_of_a_hostile_tree_stops_with_typed_errors(sb, tmp_path):
+    sb.exec("mkdir -p /work/deep/" + "/".join(["d"] * 300) + " && mkdir -p /work/many && cd /work/many"
+            " && i=0; while [ $i -lt 300 ]; do : > f$i; i=$((i+1)); done")
+    with pytest.raises(envyard.BadInput, match="nested more than"):
+        sb.download("/work/deep", tmp_path / "deep")
+    with pytest.raises(envyard.BadInput, match="more than 100 files"):
+        sb.download("/work/many", tmp_path / "many", max_entries=100)
+    sb.exec("head -c 3000 /dev/zero > /work/many/f1 && head -c 3000 /dev/zero > /work/many/f2")
+    with pytest.raises(envyard.FileTooLarge):
+        sb.download("/work/many", tmp_path / "many2", max_bytes=5000)
+    assert sb.download("/work/many", tmp_path / "many3", max_bytes=6000) == []
+    assert len(list((tmp_path / "many3").iterdir())) == 300

@@ -212,7 +212,7 @@ def write_file(root: int, parts: list[str], data: bytes, mode: int | None) -> No
     """Create or replace a file (parents created). A symlink as the file itself is refused, not followed."""
     where = _Where(_shown(parts))
     if not parts:
-        raise NotRegularFile("/ is a directory, not a regular file")
+        raise NotRegularFile("/ is a directory, not a regular file", fix="name a file, e.g. /work/data.txt")
     with _errors(where, "write"):
         parent = make_dirs(root, parts[:-1], where)
         where.path = _shown(parts)
@@ -311,7 +311,7 @@ def upload(root: int, src: Path, parts: list[str]) -> None:
     with _errors(where, "upload to"):
         if stat.S_ISREG(st.st_mode):
             if not parts:
-                raise NotRegularFile("/ is a directory, not a regular file")
+                raise NotRegularFile("/ is a directory, not a regular file", fix="name a file, e.g. /work/data.txt")
             parent = make_dirs(root, parts[:-1], where)
             where.path = _shown(parts)
             try:
@@ -329,7 +329,8 @@ def upload(root: int, src: Path, parts: list[str]) -> None:
                 os.close(host)
                 os.close(dest)
         else:
-            raise BadInput(f"{src} is {_kind(st.st_mode)} on the host; upload copies files and directories")
+            raise BadInput(f"{src} is {_kind(st.st_mode)} on the host; upload copies files and directories",
+                           fix="upload a regular file or a directory")
 
 
 def _upload_file(name, host_dir: int | None, dest_dir: int, dest_name: str, st: os.stat_result, shown: str,
@@ -349,7 +350,8 @@ def _upload_file(name, host_dir: int | None, dest_dir: int, dest_name: str, st: 
 
 def _upload_tree(host: int, dest: int, where: _Where, depth: int) -> None:
     if depth > MAX_DEPTH:
-        raise BadInput(f"{where.path}: the tree is nested more than {MAX_DEPTH} levels deep")
+        raise BadInput(f"{where.path}: the tree is nested more than {MAX_DEPTH} levels deep",
+                       fix="copy a shallower tree, or pack it with exec (tar) first")
     base = where.path
     with os.scandir(host) as entries:
         for entry in entries:
@@ -373,7 +375,7 @@ def _upload_tree(host: int, dest: int, where: _Where, depth: int) -> None:
             elif stat.S_ISLNK(st.st_mode):
                 _remove_non_dir(dest, entry.name, where.path)
                 os.symlink(os.readlink(entry.name, dir_fd=host), entry.name, dir_fd=dest)
-            where.path = base
+    where.path = base
 
 
 def _child_dir(dirfd: int, name: str) -> int:
@@ -393,7 +395,8 @@ def _remove_non_dir(dirfd: int, name: str, shown: str) -> None:
     except FileNotFoundError:
         return
     if stat.S_ISDIR(mode):
-        raise BadInput(f"{shown} is a directory; it cannot be replaced by a file or link")
+        raise BadInput(f"{shown} is a directory; it cannot be replaced by a file or link",
+                       fix="remove that directory first, or copy to another path")
     os.unlink(name, dir_fd=dirfd)
 
 
@@ -446,9 +449,9 @@ def download(root: int, parts: list[str], dest: Path, max_bytes: int, max_entrie
         try:
             with _errors(where, "download"):
                 if stat.S_ISREG(mode):
-                    _download_file(top, host, dest.name, where.path, budget)
+                    _download_file(top, host, dest.name, where.path, str(dest), budget)
                 else:
-                    _download_tree(top, host, where, 0, budget)
+                    _download_tree(top, host, str(dest), where, 0, budget)
         finally:
             os.close(host)
     finally:
@@ -456,11 +459,11 @@ def download(root: int, parts: list[str], dest: Path, max_bytes: int, max_entrie
     return budget.skipped
 
 
-def _download_file(src: int, host_dir: int, name: str, shown: str, budget: _Budget) -> None:
+def _download_file(src: int, host_dir: int, name: str, shown: str, host_shown: str, budget: _Budget) -> None:
     st = os.fstat(src)
     if st.st_size > budget.size_left():  # a sparse or huge file fails here, before a byte is copied
         raise _too_large(shown, budget.bytes + st.st_size, budget.max_bytes, "download")
-    _remove_non_dir(host_dir, name, shown)
+    _remove_non_dir(host_dir, name, f"the host's {host_shown}")
     out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                   (st.st_mode & 0o755) | 0o600, dir_fd=host_dir)
     try:
@@ -472,9 +475,10 @@ def _download_file(src: int, host_dir: int, name: str, shown: str, budget: _Budg
         raise _too_large(shown, budget.bytes, budget.max_bytes, "download")
 
 
-def _download_tree(src: int, host: int, where: _Where, depth: int, budget: _Budget) -> None:
+def _download_tree(src: int, host: int, host_shown: str, where: _Where, depth: int, budget: _Budget) -> None:
     if depth > MAX_DEPTH:
-        raise BadInput(f"{where.path}: the tree is nested more than {MAX_DEPTH} levels deep")
+        raise BadInput(f"{where.path}: the tree is nested more than {MAX_DEPTH} levels deep",
+                       fix="copy a shallower tree, or pack it with exec (tar) first")
     base = where.path
     with os.scandir(src) as entries:
         for entry in entries:
@@ -492,7 +496,7 @@ def _download_tree(src: int, host: int, where: _Where, depth: int, budget: _Budg
                 try:
                     sub_host = _child_dir(host, entry.name)
                     try:
-                        _download_tree(sub, sub_host, where, depth + 1, budget)
+                        _download_tree(sub, sub_host, f"{host_shown}/{entry.name}", where, depth + 1, budget)
                     finally:
                         os.close(sub_host)
                 finally:
@@ -506,19 +510,19 @@ def _download_tree(src: int, host: int, where: _Where, depth: int, budget: _Budg
                     budget.skipped.append(where.path)  # swapped for something else meanwhile
                     continue
                 try:
-                    _download_file(fd, host, entry.name, where.path, budget)
+                    _download_file(fd, host, entry.name, where.path, f"{host_shown}/{entry.name}", budget)
                 finally:
                     os.close(fd)
             elif stat.S_ISLNK(st.st_mode):
                 target = os.readlink(entry.name, dir_fd=src)
                 if _link_stays_inside(target, depth):
-                    _remove_non_dir(host, entry.name, where.path)
+                    _remove_non_dir(host, entry.name, f"the host's {host_shown}/{entry.name}")
                     os.symlink(target, entry.name, dir_fd=host)
                 else:
                     budget.skipped.append(f"{where.path} -> {target}")
             else:
                 budget.skipped.append(where.path)
-            where.path = base
+    where.path = base
 
 
 def _link_stays_inside(target: str, depth: int) -> bool:
