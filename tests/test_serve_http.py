@@ -18,16 +18,20 @@ from envyard.serve.http import create_app  # noqa: E402
 
 TASKS = Path(__file__).resolve().parent.parent / "examples" / "tasks"
 HELLO = "echo 'Hello, world!' > /app/hello.txt"
+TOKEN = "test-token-0123456789abcdef"
 
 
 @pytest.fixture
 def make_client(yard):
-    """A TestClient over a fresh app (lifespan running); every client is shut down at the end of the test."""
+    """A TestClient over a fresh app (lifespan running) that sends the app's token; every client is shut down at
+    the end of the test. (Authentication itself is tested in test_serve_auth.py.)"""
     stack = []
 
     def make(**kwargs) -> TestClient:
         kwargs.setdefault("tasks_root", TASKS)
-        client = TestClient(create_app(yard, **kwargs))
+        kwargs.setdefault("token", TOKEN)
+        kwargs.setdefault("allow_hosts", ["testserver"])  # the Host TestClient sends
+        client = TestClient(create_app(yard, **kwargs), headers={"Authorization": f"Bearer {kwargs['token']}"})
         client.__enter__()
         stack.append(client)
         return client

@@ -108,6 +108,7 @@ class LocalSandbox(SandboxHandle):
         self._stopped = False
         self._sessions: list[LocalShell] = []
         self.proc: subprocess.Popen | None = None
+        self.holder: tuple[int, int] | None = None
         self.lower_paths = self.store.layer_paths(spec.image.layers)
         me = os.getpid()
         # The lease row goes in first: whatever happens after, gc can find and reclaim what we make.
@@ -231,6 +232,7 @@ class LocalSandbox(SandboxHandle):
             self.init_pid = int(info["child-pid"])
             self.init_start = procinfo.start_time(self.init_pid)
             self.pid_ns = int(info.get("pid-namespace") or procinfo.pid_namespace(self.init_pid))
+            self.holder = _holder_of(self.init_pid)
             self.store.update_sandbox(self.id, init_pid=self.init_pid, init_start=self.init_start)
         except BaseException:
             self._abort_start()
@@ -320,7 +322,10 @@ class LocalSandbox(SandboxHandle):
 
     @property
     def alive(self) -> bool:
-        return not self._closed and self.proc is not None and self.proc.poll() is None
+        """Running, with its holder shell: a killed holder means the sandbox is going down (bwrap's pid-1
+        follows it within moments), so it no longer counts as alive."""
+        return (not self._closed and self.proc is not None and self.proc.poll() is None
+                and (self.holder is None or procinfo.is_alive(*self.holder)))
 
     def _signal_kill(self) -> None:
         """SIGKILL pid-1, which ends the sandbox's whole pid namespace (and its mounts) at once."""
@@ -534,6 +539,15 @@ class LocalSandbox(SandboxHandle):
         """Copy the upper dir (the sandbox's changes) into a new layer directory while the sandbox is frozen."""
         self._check_open()
         return copy_upper(self.store, self.dir, self.pid_ns, self.init_pid)
+
+
+def _holder_of(init_pid: int) -> tuple[int, int] | None:
+    """(pid, start time) of the holder shell, bwrap's pid-1's only child; None if it cannot be read."""
+    try:
+        children = Path(f"/proc/{init_pid}/task/{init_pid}/children").read_text().split()
+    except OSError:
+        return None
+    return (int(children[0]), procinfo.start_time(int(children[0]))) if children else None
 
 
 def _reap_bwrap(proc: subprocess.Popen, pidfd: int) -> None:

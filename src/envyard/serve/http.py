@@ -8,6 +8,10 @@ Limits: at most `max_envs` environments exist at once (creating, live or closing
 and a Retry-After hint. Environments untouched for `idle_timeout` seconds are closed by a background reaper
 started in the app's lifespan, and shutting the app down closes them all.
 
+Every request passes three gates first (serve/guard.py): the Host header must name this server (against DNS
+rebinding), a bearer token is required (except on /health and the API docs), and request bodies over `max_body`
+bytes are refused while they arrive.
+
 Errors are JSON objects `{"error": ..., "fix": ...}` (plus `problems` for a malformed task or request body).
 Failures of the infrastructure (a sandbox that would not start, died, or a verifier that crashed) are not HTTP
 errors: the environment reports them in `info["infra_error"]`, as TerminalEnv does, so a trainer can mask them.
@@ -27,13 +31,14 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import anyio
 import anyio.to_thread
-from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, FastAPI, Request, Security, WebSocket, WebSocketDisconnect
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -42,6 +47,8 @@ from ..envs.env import MAX_TEXT, SUBMIT, TerminalEnv
 from ..envs.task import TaskError, load_task
 from ..errors import BadInput, EnvyardError, NotFound
 from ..yard import Yard
+from .guard import (DEFAULT_MAX_BODY, LOOPBACK_HOSTS, BearerAuth, BodyLimit, HostAllowlist, check_token,
+                    host_form)
 
 log = logging.getLogger("envyard.serve")
 
@@ -49,6 +56,7 @@ DEFAULT_RETRY_AFTER = 5  # seconds, when no idle environment is about to expire
 SHUTDOWN_LOCK_WAIT = 5.0  # at shutdown, wait this long for a running step before closing its env anyway
 WS_NOT_FOUND = 4404  # WebSocket close codes: 4000 + the HTTP status they stand for
 WS_CONFLICT = 4409
+WS_TOO_BIG = 1009  # the standard close code for a message over the size limit (what uvicorn's ws_max_size sends)
 
 
 # ---- wire models (they are the OpenAPI schema) -------------------------------------------------------------
@@ -130,8 +138,10 @@ class EnvList(BaseModel):
 
 ERRORS = {  # OpenAPI documentation of the error responses
     400: {"model": ErrorBody, "description": "Bad task name (path traversal, not absolute, ...)."},
+    401: {"model": ErrorBody, "description": "No bearer token, or a wrong one (`WWW-Authenticate: Bearer`)."},
     404: {"model": ErrorBody, "description": "No such environment or task."},
     409: {"model": ErrorBody, "description": "The episode is over: reset or delete the environment."},
+    413: {"model": ErrorBody, "description": "The request body is over the server's `max_body` limit."},
     422: {"model": ErrorBody, "description": "Malformed task or request body; `problems` lists every problem."},
     429: {"model": ErrorBody, "description": "max_envs environments exist; see the Retry-After header."},
     503: {"model": ErrorBody, "description": "The server is shutting down."},
@@ -393,10 +403,20 @@ class EnvTable:
 # ---- the app -----------------------------------------------------------------------------------------------
 
 
-def create_app(yard: Yard, *, tasks_root: Path | None, max_envs: int = 64, idle_timeout: float | None = 600,
+def create_app(yard: Yard, *, tasks_root: Path | None, token: str | None, allow_hosts: Iterable[str] = (),
+               max_body: int = DEFAULT_MAX_BODY, max_envs: int = 64, idle_timeout: float | None = 600,
                step_timeout: float = 60) -> FastAPI:
     """The HTTP/WebSocket server over `yard`. `tasks_root`: tasks are named by directory under it (None: by
-    absolute path). `idle_timeout=None` never expires environments. The caller keeps owning `yard`."""
+    absolute path). `token`: every request but /health and the docs needs `Authorization: Bearer <token>`; None
+    turns authentication off (only for a server reachable from this machine alone). Requests must name the
+    server as localhost, 127.0.0.1, [::1] or one of `allow_hosts` in their Host header. Request bodies and
+    WebSocket messages over `max_body` bytes are refused. `idle_timeout=None` never expires environments. The
+    caller keeps owning `yard`."""
+    if token is not None:
+        check_token(token)
+    allowed = {host_form(h) for h in (*LOOPBACK_HOSTS, *allow_hosts)}  # checked here: middleware starts lazily
+    if max_body < 1:
+        raise BadInput(f"max_body must be positive, got {max_body}")
     if max_envs < 1:
         raise BadInput(f"max_envs must be at least 1, got {max_envs}")
     if idle_timeout is not None and idle_timeout <= 0:
@@ -422,10 +442,24 @@ def create_app(yard: Yard, *, tasks_root: Path | None, max_envs: int = 64, idle_
         description="Agent environments over HTTP: create a TerminalEnv on a task, send shell commands, `submit` "
                     "(or POST verify) to end the episode and get the verifier's reward. Errors are "
                     "`{\"error\", \"fix\"}`; infrastructure failures are reported in `info.infra_error`. "
-                    "WebSocket `/envs/{env_id}/ws` (not listed below): send `{\"action\": ...}`, receive a step "
-                    "result per message.",
+                    "Every endpoint but /health needs `Authorization: Bearer TOKEN` (the token `envyard serve` "
+                    "prints at start-up); use Authorize below. "
+                    "WebSocket `/envs/{env_id}/ws` (not listed below; the same header on the handshake): send "
+                    "`{\"action\": ...}`, receive a step result per message.",
     )
     app.state.envs = table
+
+    # The gates, outermost first: Host, then the token (no body is read before it), then the body size.
+    # add_middleware puts each new one outside the previous ones.
+    app.add_middleware(BodyLimit, max_bytes=max_body)
+    if token is not None:
+        open_paths = {"/health", app.docs_url, app.redoc_url, app.openapi_url, app.swagger_ui_oauth2_redirect_url}
+        app.add_middleware(BearerAuth, token=token, open_paths={p for p in open_paths if p})
+    app.add_middleware(HostAllowlist, allowed=allowed)
+    # The middleware enforces the token; this declares it in the OpenAPI schema, so /docs can send it.
+    bearer = HTTPBearer(auto_error=False, description="The token `envyard serve` printed at start-up.")
+    api = APIRouter(dependencies=[Security(bearer)] if token is not None else [],
+                    responses=_errors(401) if token is not None else {})
 
     # ---- errors -------------------------------------------------------------------------------------------
 
@@ -455,55 +489,59 @@ def create_app(yard: Yard, *, tasks_root: Path | None, max_envs: int = 64, idle_
     async def health() -> Health:
         return Health(version=__version__, envs=len(table.slots), max_envs=max_envs, idle_timeout=idle_timeout)
 
-    @app.get("/tasks", response_model=TaskList, tags=["tasks"])
+    @api.get("/tasks", response_model=TaskList, tags=["tasks"])
     async def list_tasks() -> TaskList:
         names = await table.run(table.task_names)
         return TaskList(tasks_root=str(table.tasks_root) if table.tasks_root else None, tasks=names)
 
-    @app.post("/envs", response_model=EnvCreated, status_code=201, tags=["envs"],
-              responses=_errors(400, 404, 422, 429, 503))
+    @api.post("/envs", response_model=EnvCreated, status_code=201, tags=["envs"],
+              responses=_errors(400, 404, 413, 422, 429, 503))
     async def create_env(body: CreateEnv) -> EnvCreated:
         """Create a TerminalEnv on a task and reset it: the agent's sandbox is started."""
         slot, instruction, info = await table.create(body.task)
         return EnvCreated(env_id=slot.id, instruction=instruction, info=_jsonable(info))
 
-    @app.get("/envs", response_model=EnvList, tags=["envs"])
+    @api.get("/envs", response_model=EnvList, tags=["envs"])
     async def list_envs() -> EnvList:
         return EnvList(envs=[s.state() for s in table.slots.values()], max_envs=max_envs)
 
-    @app.get("/envs/{env_id}", response_model=EnvState, tags=["envs"], responses=_errors(404))
+    @api.get("/envs/{env_id}", response_model=EnvState, tags=["envs"], responses=_errors(404))
     async def get_env(env_id: str) -> EnvState:
         return table.get(env_id).state()
 
-    @app.post("/envs/{env_id}/step", response_model=StepResult, tags=["envs"], responses=_errors(404, 409, 422))
+    @api.post("/envs/{env_id}/step", response_model=StepResult, tags=["envs"],
+              responses=_errors(404, 409, 413, 422))
     async def step_env(env_id: str, body: Action) -> StepResult:
         """Run one shell command (or `submit`, which ends the episode and runs the verifier)."""
         return await table.step(table.get(env_id), body.action)
 
-    @app.post("/envs/{env_id}/verify", response_model=StepResult, tags=["envs"], responses=_errors(404, 409))
+    @api.post("/envs/{env_id}/verify", response_model=StepResult, tags=["envs"], responses=_errors(404, 409))
     async def verify_env(env_id: str) -> StepResult:
         """End the episode and score it: the same as stepping `submit`."""
         return await table.step(table.get(env_id), SUBMIT)
 
-    @app.post("/envs/{env_id}/reset", response_model=EnvCreated, tags=["envs"], responses=_errors(404, 422))
+    @api.post("/envs/{env_id}/reset", response_model=EnvCreated, tags=["envs"], responses=_errors(404, 422))
     async def reset_env(env_id: str) -> EnvCreated:
         """Start a new episode on the same task (a fresh sandbox; the task directory is re-read)."""
         slot = table.get(env_id)
         instruction, info = await table.reset(slot)
         return EnvCreated(env_id=slot.id, instruction=instruction, info=_jsonable(info))
 
-    @app.delete("/envs/{env_id}", status_code=204, response_class=Response, tags=["envs"], responses=_errors(404))
+    @api.delete("/envs/{env_id}", status_code=204, response_class=Response, tags=["envs"], responses=_errors(404))
     async def delete_env(env_id: str) -> Response:
         """Close the environment: its sandbox is killed (waits for a running call to finish first)."""
         await table.close(table.get(env_id), "deleted")
         return Response(status_code=204)
+
+    app.include_router(api)
 
     @app.websocket("/envs/{env_id}/ws")
     async def env_ws(websocket: WebSocket, env_id: str):
         """Send `{"action": "..."}` (or `{"reset": true}`). While the command runs, its output streams as
         `{"type": "output", "stream": "stdout"|"stderr", "data": ...}` messages (up to 1 MiB per step); then one
         JSON message carries the step (or reset) result. Errors arrive as `{"error", "fix", "status"}`.
-        Disconnecting mid-episode closes the environment."""
+        Disconnecting mid-episode closes the environment. The token and Host were checked before the handshake
+        (guard.py); a message over max_body bytes closes the socket with 1009, as uvicorn's ws_max_size does."""
         await websocket.accept()
         slot = table.slots.get(env_id)
         if slot is None or slot.websocket:
@@ -518,6 +556,13 @@ def create_app(yard: Yard, *, tasks_root: Path | None, max_envs: int = 64, idle_
             while True:
                 message = await websocket.receive()
                 if message["type"] == "websocket.disconnect":
+                    break
+                # uvicorn enforces this already (ws_max_size); the check covers other ASGI servers. For text it
+                # counts characters, which never exceed the UTF-8 size.
+                if len(message.get("text") or message.get("bytes") or "") > max_body:
+                    await _ws_send_error(websocket, ApiError(413, f"message over this server's limit of {max_body} "
+                                                                  "bytes", fix="send a smaller message"))
+                    await websocket.close(code=WS_TOO_BIG)
                     break
                 try:
                     request = _ws_request(message)
