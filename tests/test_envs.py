@@ -226,6 +226,18 @@ def test_terminal_env_episode(yard, tmp_path):
     env.close()
 
 
+def test_a_nul_byte_in_an_action_is_refused_to_the_agent_not_an_infra_error(yard, tmp_path):
+    env = TerminalEnv(make_task(tmp_path / "t"), yard=yard)
+    env.reset()
+    obs, reward, term, trunc, info = env.step("touch /app/ran\0; echo x")
+    assert "NUL" in obs and "[exit code 2]" in obs and not term and not trunc and info.get("infra_error") is None
+    obs, *_ = env.step("test -e /app/ran; echo $?; echo 42 > /app/answer.txt")  # nothing of it ran; the sandbox lives
+    assert obs.startswith("1\n")
+    obs, reward, term, trunc, info = env.step(SUBMIT)
+    assert term and reward == 1.0
+    env.close()
+
+
 def test_step_budget_truncates_and_still_verifies(yard, tmp_path):
     root = make_task(tmp_path / "t")
     (root / "task.toml").write_text('name = "short"\n[agent]\nmax_steps = 2\n')

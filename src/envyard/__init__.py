@@ -1,7 +1,7 @@
 """envyard: executable environments for agents — verified images and fast, isolated, forkable sandboxes."""
 
-from .errors import (BadInput, BaseBuildError, EnvyardError, HostUnsupported, ImageNotFound, NotFound,
-                     PathOutsideSandbox, SandboxClosed, SandboxDied, SandboxError, SandboxNotFound, StoreError)
+from .errors import (BadInput, BaseBuildError, EnvyardError, FileTooLarge, HostUnsupported, ImageNotFound, NotFound,
+                     NotRegularFile, PathOutsideSandbox, SandboxClosed, SandboxDied, SandboxError, SandboxNotFound, StoreError)
 from .runtime.limits import Limits
 from .runtime.result import ExecResult
 from .store import Image, ImageConfig
@@ -11,7 +11,7 @@ from .aio import AsyncSandbox, AsyncShell, AsyncYard
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncSandbox", "AsyncShell", "AsyncYard", "BadInput", "BaseBuildError", "EnvyardError", "ExecResult", "HostUnsupported", "Image", "ImageConfig",
-    "ImageNotFound", "Limits", "NotFound", "PathOutsideSandbox", "Sandbox", "SandboxClosed", "SandboxDied",
+    "AsyncSandbox", "AsyncShell", "AsyncYard", "BadInput", "BaseBuildError", "EnvyardError", "ExecResult", "FileTooLarge", "HostUnsupported", "Image", "ImageConfig",
+    "ImageNotFound", "Limits", "NotFound", "NotRegularFile", "PathOutsideSandbox", "Sandbox", "SandboxClosed", "SandboxDied",
     "SandboxError", "SandboxNotFound", "StoreError", "Yard", "__version__",
 ]

@@ -17,8 +17,10 @@ import functools
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from . import validate
+from .runtime import files
 from .runtime.local import Cancel, LocalShell
-from .runtime.result import DEFAULT_MAX_OUTPUT, ExecResult
+from .runtime.result import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_SPILL, ExecResult
 from .store import Image
 from .yard import Sandbox, Yard
 
@@ -45,6 +47,7 @@ class AsyncYard:
 
     async def fork(self, image: str | Image, n: int, **kwargs) -> list["AsyncSandbox"]:
         """`n` sandboxes over `image`, created concurrently; none is left behind if one fails."""
+        validate.count(n)
         img = await self.image(image)
         results = await asyncio.gather(*(self.sandbox(img, **kwargs) for _ in range(n)), return_exceptions=True)
         made = [r for r in results if isinstance(r, AsyncSandbox)]
@@ -80,9 +83,10 @@ class AsyncSandbox:
 
     async def exec(self, cmd: str | list[str], *, timeout: float | None = None, cwd: str | None = None,
                    env: dict[str, str] | None = None, stdin: bytes | str | None = None,
-                   max_output: int | None = DEFAULT_MAX_OUTPUT) -> ExecResult:
+                   max_output: int | None = DEFAULT_MAX_OUTPUT, max_spill: int = DEFAULT_MAX_SPILL,
+                   on_output=None) -> ExecResult:
         return await _cancellable(self._ayard, self.sync.exec, cmd, timeout=timeout, cwd=cwd, env=env, stdin=stdin,
-                                  max_output=max_output)
+                                  max_output=max_output, max_spill=max_spill, on_output=on_output)
 
     async def shell(self) -> "AsyncShell":
         return AsyncShell(self._ayard, await self._ayard._call(self.sync.shell))
@@ -90,19 +94,21 @@ class AsyncSandbox:
     async def write_file(self, path: str, data: bytes | str, *, mode: int | None = None) -> None:
         await self._ayard._call(self.sync.write_file, path, data, mode=mode)
 
-    async def read_file(self, path: str) -> bytes:
-        return await self._ayard._call(self.sync.read_file, path)
+    async def read_file(self, path: str, *, max_bytes: int = files.DEFAULT_MAX_READ) -> bytes:
+        return await self._ayard._call(self.sync.read_file, path, max_bytes=max_bytes)
 
     async def upload(self, src, dest: str) -> None:
         await self._ayard._call(self.sync.upload, src, dest)
 
-    async def download(self, src: str, dest) -> None:
-        await self._ayard._call(self.sync.download, src, dest)
+    async def download(self, src: str, dest, *, max_bytes: int = files.DEFAULT_MAX_DOWNLOAD,
+                       max_entries: int = files.DEFAULT_MAX_ENTRIES) -> list[str]:
+        return await self._ayard._call(self.sync.download, src, dest, max_bytes=max_bytes, max_entries=max_entries)
 
     async def snapshot(self, name: str | None = None) -> Image:
         return await self._ayard._call(self.sync.snapshot, name)
 
     async def fork(self, n: int, **kwargs) -> list["AsyncSandbox"]:
+        validate.count(n)  # before the snapshot, which would be left behind
         return await self._ayard.fork(await self.snapshot(), n, **kwargs)
 
     async def reset(self) -> None:
@@ -124,8 +130,9 @@ class AsyncShell:
         self.sync = shell
 
     async def run(self, command: str, *, timeout: float | None = None,
-                  max_output: int | None = DEFAULT_MAX_OUTPUT) -> ExecResult:
-        return await _cancellable(self._ayard, self.sync.run, command, timeout=timeout, max_output=max_output)
+                  max_output: int | None = DEFAULT_MAX_OUTPUT, max_spill: int = DEFAULT_MAX_SPILL) -> ExecResult:
+        return await _cancellable(self._ayard, self.sync.run, command, timeout=timeout, max_output=max_output,
+                                  max_spill=max_spill)
 
     async def interrupt(self) -> None:
         await self._ayard._call(self.sync.interrupt)

@@ -61,6 +61,19 @@ class PathOutsideSandbox(BadInput):
     """A file path that would resolve outside the sandbox's root."""
 
 
+class FileTooLarge(BadInput):
+    """A file (or a tree) bigger than the byte cap the caller gave (or the default cap)."""
+
+    def __init__(self, message: str, *, size: int, limit: int, fix: str | None = None):
+        super().__init__(message, fix=fix)
+        self.size = size
+        self.limit = limit
+
+
+class NotRegularFile(BadInput):
+    """A path that names a directory, FIFO, socket, device or symlink where a regular file is needed."""
+
+
 class BaseBuildError(EnvyardError):
     """Building or importing a base image failed."""
 

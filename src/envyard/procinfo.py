@@ -8,9 +8,13 @@ import os
 def _stat_fields(pid: int) -> list[str] | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode(errors="replace")
+            return _split_stat(f.read())
     except OSError:
         return None
+
+
+def _split_stat(raw: bytes) -> list[str]:
+    data = raw.decode(errors="replace")
     # The command name may contain spaces and parentheses: split after the last ')'.
     return data[data.rfind(")") + 2 :].split()
 
@@ -19,6 +23,22 @@ def start_time(pid: int) -> int:
     """Start time in clock ticks since boot, 0 if the process is gone."""
     f = _stat_fields(pid)
     return int(f[19]) if f else 0
+
+
+def start_time_at(pid_dir: int) -> int:
+    """Start time of the process whose /proc/<pid> directory `pid_dir` (an fd) holds open; 0 if it is gone.
+    The fd stays tied to that one process, so a reused pid cannot answer in its place."""
+    try:
+        fd = os.open("stat", os.O_RDONLY | os.O_CLOEXEC, dir_fd=pid_dir)
+    except OSError:
+        return 0
+    try:
+        f = _split_stat(os.read(fd, 4096))
+    except OSError:
+        return 0
+    finally:
+        os.close(fd)
+    return int(f[19]) if len(f) > 19 else 0
 
 
 def is_alive(pid: int | None, start: int | None) -> bool:

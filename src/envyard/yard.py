@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-import io
-import tarfile
+import contextlib
 import threading
 import time
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Callable
 
 from . import gc as gc_mod
-from . import janitor
+from . import janitor, validate
 from .bases.host import (HOST_IMAGE, HOST_ROOT_LAYER, ensure_host_image, host_root_view, refresh_host_mask,
                          with_current_mask)
-from .errors import BadInput, EnvyardError, PathOutsideSandbox, SandboxError
+from .errors import BadInput, PathOutsideSandbox, SandboxError
+from .runtime import files
 from .runtime.backend import SandboxSpec
 from .runtime.holder import IPC_MOUNT
 from .runtime.limits import Limits
 from .runtime.local import SECURITY_LEVELS, LocalBackend, LocalSandbox, LocalShell
-from .runtime.result import DEFAULT_MAX_OUTPUT, ExecResult
+from .runtime.result import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_SPILL, ExecResult
 from .runtime.warm import WarmPool
 from .store import Image, Store, parse_image_name
 
@@ -60,6 +60,8 @@ class Yard:
     # ---- images -------------------------------------------------------------------------------------------
 
     def image(self, ref: str | Image) -> Image:
+        if not isinstance(ref, (str, Image)):
+            raise BadInput(f"image must be an image name or an Image, not {type(ref).__name__}", fix='give e.g. "host"')
         if isinstance(ref, Image):
             img = ref
         else:
@@ -101,16 +103,8 @@ class Yard:
         (for trusted uses such as a shared download cache; agents' sandboxes should not get them);
         `ro_binds` maps host files or directories read-only (e.g. the machine's CA bundle, or a path the
         `host` image hides). `security="relaxed"` drops the seccomp filter (docs/security.md)."""
-        if network not in NETWORKS:
-            raise BadInput(f"unknown network policy {network!r}", fix="use 'none' (default) or 'host'")
-        if workdir is not None and not workdir.startswith("/"):
-            raise BadInput(f"workdir must be an absolute path, not {workdir!r}")
-        for host_path, inside in (binds or {}).items():
-            if not Path(host_path).is_dir() or not inside.startswith("/"):
-                raise BadInput(f"bind {host_path} -> {inside}: needs an existing host directory and an absolute path")
-        for host_path, inside in (ro_binds or {}).items():
-            if not Path(host_path).exists() or not inside.startswith("/"):
-                raise BadInput(f"bind {host_path} -> {inside}: needs an existing host path and an absolute path")
+        validate.sandbox_options(network=network, limits=limits, env=env, workdir=workdir, binds=binds,
+                                 ro_binds=ro_binds, networks=NETWORKS)
         img = self.image(image)
         spec = SandboxSpec(image=img, network=network, limits=Limits.coerce(limits), env=env or {}, workdir=workdir,
                            binds=tuple(sorted((binds or {}).items())), ro_binds=tuple(sorted((ro_binds or {}).items())),
@@ -127,8 +121,9 @@ class Yard:
                   workdir: str | None = None, security: str = "default", wait: bool = False) -> None:
         """Keep `size` sandboxes of exactly this spec started in the background; `sandbox()` calls with the same
         spec then take one instead of starting bwrap (create becomes a hand-over). `size=0` stops the pool."""
-        if size < 0:
-            raise BadInput(f"pool size must be >= 0, got {size}")
+        validate.integer(size, "size", minimum=0, fix="give the pool size as an int (0 stops the pool)")
+        validate.sandbox_options(network=network, limits=limits, env=env, workdir=workdir, binds=None, ro_binds=None,
+                                 networks=NETWORKS)
         img = self.image(image)
         spec = SandboxSpec(image=img, network=network, limits=Limits.coerce(limits), env=env or {}, workdir=workdir,
                            security=check_security(security))
@@ -144,8 +139,7 @@ class Yard:
 
     def fork(self, image: str | Image, n: int, **kwargs) -> list["Sandbox"]:
         """Start `n` sandboxes over the same image (e.g. a snapshot): a GRPO group, a search frontier."""
-        if n < 1:
-            raise BadInput(f"fork needs n >= 1, got {n}")
+        validate.count(n)
         img = self.image(image)
         made: list[Sandbox] = []
         try:
@@ -218,19 +212,20 @@ class Sandbox:
 
     def exec(self, cmd: str | list[str], *, timeout: float | None = None, cwd: str | None = None,
              env: dict[str, str] | None = None, stdin: bytes | str | None = None,
-             max_output: int | None = DEFAULT_MAX_OUTPUT, cancel=None, on_output=None) -> ExecResult:
+             max_output: int | None = DEFAULT_MAX_OUTPUT, max_spill: int = DEFAULT_MAX_SPILL, cancel=None,
+             on_output=None) -> ExecResult:
         """Run `cmd` (a shell string for /bin/sh, or an argv list) and wait for it.
 
         A timeout kills the command's whole process tree and sets `timed_out`. A missing program is exit code
-        127, as in a shell. Output beyond `max_output` bytes per stream is cut from the middle (see ExecResult).
-        `on_output(stream, chunk)`, if given, is called with each chunk of "stdout"/"stderr" as it arrives.
+        127, as in a shell. Output beyond `max_output` bytes per stream is cut from the middle; the stream's first
+        `max_spill` bytes are kept in a file on the host (see ExecResult). `max_output=None` means the ceiling,
+        256 MiB. `on_output(stream, chunk)`, if given, is called with each chunk of "stdout"/"stderr" as it arrives.
         """
-        if not isinstance(cmd, (str, list)):
-            raise BadInput("cmd must be a shell string or a list of arguments")
-        if timeout is not None and timeout <= 0:
-            raise BadInput(f"timeout must be positive, got {timeout}")
-        return self._h.exec(cmd, timeout=timeout, cwd=self._path(cwd) if cwd else None, env=env, stdin=stdin,
-                            max_output=max_output, cancel=cancel, on_output=on_output)
+        cmd = validate.command(cmd)
+        options = validate.run_options(timeout, max_output, max_spill, on_output)
+        return self._h.exec(cmd, cwd=self._path(cwd, "cwd") if cwd is not None else None,
+                            env=validate.environment(env), stdin=validate.stdin(stdin), cancel=cancel,
+                            **options._asdict())
 
     def shell(self) -> LocalShell:
         """A persistent shell session: `run(cmd, timeout=...)` keeps cwd and variables between commands."""
@@ -238,10 +233,9 @@ class Sandbox:
 
     # ---- files --------------------------------------------------------------------------------------------
 
-    def _path(self, path: str) -> str:
+    def _path(self, path: str, what: str = "path") -> str:
         """Resolve `path` (relative to the workdir) lexically; refuse anything that climbs above `/`."""
-        if not isinstance(path, str) or not path or "\0" in path:
-            raise BadInput(f"invalid sandbox path {path!r}")
+        validate.text(path, what, allow_empty=False)
         full = path if path.startswith("/") else f"{self.workdir.rstrip('/')}/{path}"
         parts: list[str] = []
         for seg in full.split("/"):
@@ -258,72 +252,63 @@ class Sandbox:
             raise PathOutsideSandbox(f"path {path!r} is envyard's control directory")
         return resolved
 
-    def write_file(self, path: str, data: bytes | str, *, mode: int | None = None) -> None:
-        """Write a file inside the sandbox (parents created). Symlinks resolve inside the sandbox only."""
-        target = self._path(path)
-        script = 'd=${1%/*}; [ -z "$d" ] || mkdir -p -- "$d" && cat > "$1"'
-        if mode is not None:
-            script += f' && chmod {mode:o} "$1"'
-        r = self._h.exec(["/bin/sh", "-c", script, "sh", target], timeout=None, cwd="/", env=None,
-                         stdin=data if isinstance(data, bytes) else data.encode(), max_output=1 << 16)
-        if r.exit_code != 0:
-            raise EnvyardError(f"cannot write {target} in sandbox {self.id}: {r.stderr.strip()}")
+    def _parts(self, path: str, what: str = "path") -> list[str]:
+        return [p for p in self._path(path, what).split("/") if p]
 
-    def read_file(self, path: str) -> bytes:
-        target = self._path(path)
-        r = self._h.exec(["cat", "--", target], timeout=None, cwd="/", env=None, stdin=None, max_output=None)
-        if r.exit_code != 0:
-            if "No such file" in r.stderr:
-                raise FileNotFoundError(f"{target} does not exist in sandbox {self.id}")
-            raise EnvyardError(f"cannot read {target} in sandbox {self.id}: {r.stderr.strip()}")
-        return r.stdout_bytes
+    @contextlib.contextmanager
+    def _root(self):
+        """A descriptor of the sandbox's root directory: file methods work on it from the host (files.py)."""
+        pid, start = self._h.root_process()
+        with files.sandbox_root(pid, start, self.id) as root:
+            yield root
+
+    def write_file(self, path: str, data: bytes | str, *, mode: int | None = None) -> None:
+        """Write a file inside the sandbox (parents created; `mode` applied exactly when given). Symlinks among
+        the parents resolve inside the sandbox only; a symlink as the file itself is refused (NotRegularFile)."""
+        parts = self._parts(path)
+        data, mode = validate.data(data), validate.mode(mode)
+        with self._root() as root:
+            files.write_file(root, parts, data, mode)
+
+    def read_file(self, path: str, *, max_bytes: int = files.DEFAULT_MAX_READ) -> bytes:
+        """A regular file's bytes. Larger than `max_bytes` (64 MiB by default): FileTooLarge, before reading."""
+        parts = self._parts(path)
+        max_bytes = validate.integer(max_bytes, "max_bytes", minimum=0)
+        with self._root() as root:
+            return files.read_file(root, parts, max_bytes)
 
     def upload(self, src: str | Path, dest: str) -> None:
-        """Copy a host file or directory into the sandbox at `dest`."""
-        src = Path(src)
+        """Copy a host file or directory into the sandbox at `dest` (a directory is merged into `dest`)."""
+        src = validate.host_path(src, "src")
         if not src.exists():
-            raise BadInput(f"no such file or directory on the host: {src}")
-        target = self._path(dest)
-        if src.is_file():
-            self.write_file(target, src.read_bytes(), mode=src.stat().st_mode & 0o777)
-            return
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            tar.add(src, arcname=".")
-        r = self._h.exec(["/bin/sh", "-c", 'mkdir -p -- "$1" && tar -x -f - -C "$1"', "sh", target], timeout=None,
-                         cwd="/", env=None, stdin=buf.getvalue(), max_output=1 << 16)
-        if r.exit_code != 0:
-            raise EnvyardError(f"cannot upload {src} to {target}: {r.stderr.strip()}")
+            raise BadInput(f"no such file or directory on the host: {src}", fix="give an existing host path as src")
+        parts = self._parts(dest, "dest")
+        with self._root() as root:
+            files.upload(root, src, parts)
 
-    def download(self, src: str, dest: str | Path) -> None:
-        """Copy a file or directory out of the sandbox to the host path `dest`."""
-        source = self._path(src)
-        dest = Path(dest)
-        path = PurePosixPath(source)
-        r = self._h.exec(["tar", "-c", "-f", "-", "-C", str(path.parent), path.name], timeout=None, cwd="/",
-                         env=None, stdin=None, max_output=None)
-        if r.exit_code != 0:
-            if "No such file" in r.stderr:
-                raise FileNotFoundError(f"{source} does not exist in sandbox {self.id}")
-            raise EnvyardError(f"cannot download {source}: {r.stderr.strip()}")
-        with tarfile.open(fileobj=io.BytesIO(r.stdout_bytes)) as tar:
-            members = tar.getmembers()
-            if len(members) == 1 and members[0].isfile():
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(tar.extractfile(members[0]).read())
-                return
-            dest.mkdir(parents=True, exist_ok=True)
-            prefix = path.name + "/"
-            for m in members:
-                m.name = m.name[len(prefix):] if m.name.startswith(prefix) else ("." if m.name == path.name else m.name)
-            tar.extractall(dest, members=members, filter="data")
+    def download(self, src: str, dest: str | Path, *, max_bytes: int = files.DEFAULT_MAX_DOWNLOAD,
+                 max_entries: int = files.DEFAULT_MAX_ENTRIES) -> list[str]:
+        """Copy a file or directory out of the sandbox to the host path `dest`. Symlinks inside a directory are
+        never followed: one is recreated only if it points inside the copied tree. Returns the sandbox paths
+        not copied (other links, FIFOs, sockets, devices, mount points). More than `max_bytes` in all (1 GiB by
+        default) raises FileTooLarge, more than `max_entries` entries BadInput; `dest` may then be partly
+        written."""
+        parts = self._parts(src, "src")
+        dest = validate.host_path(dest, "dest")
+        max_bytes = validate.integer(max_bytes, "max_bytes", minimum=0)
+        max_entries = validate.integer(max_entries, "max_entries", minimum=1)
+        with self._root() as root:
+            return files.download(root, parts, dest, max_bytes, max_entries)
 
     # ---- state --------------------------------------------------------------------------------------------
 
     def snapshot(self, name: str | None = None) -> Image:
         """Seal the sandbox's changes as a new layer on top of its image; returns the new image. The sandbox
         keeps running."""
-        name = parse_image_name(name) if name else f"snapshot/{self.id}:{_next_snapshot_tag()}"
+        if name is not None:
+            name = parse_image_name(validate.text(name, "name"))
+        else:
+            name = f"snapshot/{self.id}:{_next_snapshot_tag()}"
         built = self._h.snapshot_layer()
         store = self.yard.store
         layer = store.seal_layer(built, {"snapshot_of": self.id, "image": self.image.name})
@@ -333,6 +318,7 @@ class Sandbox:
 
     def fork(self, n: int, **kwargs) -> list["Sandbox"]:
         """Snapshot this sandbox and start `n` new sandboxes from that state."""
+        validate.count(n)  # before the snapshot, which would be left behind
         return self.yard.fork(self.snapshot(), n, **kwargs)
 
     def stop(self) -> None:

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from ..errors import EnvyardError
+from .. import validate
+from ..errors import BadInput, EnvyardError
+from ..runtime.result import MAX_OUTPUT_CEILING, ExecResult
 from ..yard import Sandbox, Yard
 from .task import Task, load_task
 from .verify import INFRA_SANDBOX, INFRA_SETUP, InfraError, Verdict, task_image, verify
@@ -51,8 +53,10 @@ class TerminalEnv(gym.Env):
         self.yard = yard or Yard()
         self._own_yard = yard is None
         self.default_task = task
-        self.step_timeout = step_timeout
-        self.observation_bytes = observation_bytes
+        # Checked here, so that a BadInput from a step can only be about the agent's command.
+        self.step_timeout = validate.timeout(step_timeout, "step_timeout")
+        self.observation_bytes = validate.integer(observation_bytes, "observation_bytes", minimum=1,
+                                                  maximum=MAX_OUTPUT_CEILING // 4)
         self.render_mode = render_mode
         self.observation_space = gym.spaces.Text(max_length=MAX_TEXT, charset=CHARSET)
         self.action_space = gym.spaces.Text(max_length=4096, charset=CHARSET)
@@ -93,6 +97,8 @@ class TerminalEnv(gym.Env):
         """gymnasium's step; `on_output(stream, chunk)` (not part of gymnasium) streams the command's output."""
         if self.task is None:
             raise EnvyardError("step() before reset()", fix="call reset() first")
+        if not isinstance(action, str):
+            raise BadInput(f"action must be a str, not {type(action).__name__}", fix="pass the command as a string")
         if self.verdict is not None or self.sandbox is None:  # finished, or the sandbox never started
             return self._last, 0.0, True, False, {"infra_error": INFRA_SETUP if self.sandbox is None else None,
                                                   "note": "episode is over; call reset()"}
@@ -104,6 +110,8 @@ class TerminalEnv(gym.Env):
             r = self._shell.run(action, timeout=self.step_timeout, max_output=self.observation_bytes * 4,
                                 on_output=on_output)
             note = self._replace_exited_shell()
+        except BadInput as e:  # the command itself is malformed (a NUL byte): the agent is told, as a shell would
+            r, note = ExecResult(2, b"", f"envyard: command refused: {e.message}\n".encode(), 0.0), ""
         except EnvyardError as e:
             if self.sandbox.alive:
                 self.verdict = Verdict(None, infra_error=INFRA_SANDBOX, infra_detail=str(e))

@@ -85,7 +85,8 @@ def check_env(env: dict[str, str] | None) -> dict[str, str]:
         if not isinstance(key, str) or not ENV_NAME.match(key):
             raise BadInput(f"invalid environment variable name {key!r}", fix="use letters, digits and '_'")
         if not isinstance(value, str) or "\0" in value:
-            raise BadInput(f"environment variable {key} must be a string without NUL bytes")
+            raise BadInput(f"environment variable {key} must be a string without NUL bytes",
+                           fix=f"give {key} a str value (convert numbers with str())")
     return env
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -29,6 +30,15 @@ class Limits:
     cpus: float | None = None
 
     def __post_init__(self):
+        if self.memory is not None and (isinstance(self.memory, bool)
+                                        or not isinstance(self.memory, (int, float, str))):
+            raise BadInput(f"memory limit must be bytes or a size string, not {type(self.memory).__name__}",
+                           fix="give e.g. memory='512M' or memory=1 << 30")
+        if self.pids is not None and (isinstance(self.pids, bool) or not isinstance(self.pids, int)):
+            raise BadInput(f"pids limit must be an int, not {type(self.pids).__name__}", fix="give e.g. pids=256")
+        if self.cpus is not None and (isinstance(self.cpus, bool) or not isinstance(self.cpus, (int, float))
+                                      or not math.isfinite(self.cpus)):
+            raise BadInput(f"cpus limit must be a finite number, not {self.cpus!r}", fix="give e.g. 0.5 or 2")
         if self.memory is not None and self.memory_bytes < 4 << 20:
             raise BadInput(f"memory limit {self.memory!r} is below 4 MiB", fix="give at least 4M")
         if self.pids is not None and self.pids < 4:
@@ -49,6 +59,7 @@ class Limits:
         if isinstance(value, dict):
             unknown = set(value) - {"memory", "pids", "cpus"}
             if unknown:
-                raise BadInput(f"unknown limit(s): {', '.join(sorted(unknown))}", fix="use memory, pids, cpus")
+                raise BadInput(f"unknown limit(s): {', '.join(sorted(map(str, unknown)))}",
+                               fix="use memory, pids, cpus")
             return cls(**value)
         raise BadInput(f"limits must be a Limits or a dict, not {type(value).__name__}")

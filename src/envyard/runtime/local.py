@@ -23,7 +23,7 @@ import time
 import uuid
 from pathlib import Path
 
-from .. import janitor, procinfo
+from .. import janitor, procinfo, validate
 from ..errors import HostUnsupported, SandboxClosed, SandboxDied, SandboxError
 from ..store import SandboxRecord, Store
 from .backend import Backend, Capabilities, SandboxHandle, SandboxSpec
@@ -32,7 +32,7 @@ from . import seccomp, userns
 from .cgroups import Cgroups
 from .kernelview import mask_args
 from .holder import HOLDER_SCRIPT, IPC_MOUNT, check_env, command_script, session_loop_script
-from .result import DEFAULT_MAX_OUTPUT, ExecResult, OutputBuffer
+from .result import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_SPILL, ExecResult, OutputBuffer, SpillBudget
 
 log = logging.getLogger("envyard")
 
@@ -99,6 +99,7 @@ class LocalSandbox(SandboxHandle):
         self.dir = self.store.sandboxes_dir / self.id
         self.ipc = self.dir / "ipc"
         self.spill = self.dir / "spill"
+        self.spill_budget = SpillBudget()  # host disk all of this sandbox's spill files may use
         self.env = {"PATH": DEFAULT_PATH, "HOME": "/root", **spec.image.config.env, **check_env(spec.env)}
         self.workdir = spec.workdir or spec.image.config.workdir or "/"
         self._ids = itertools.count(1)
@@ -394,6 +395,11 @@ class LocalSandbox(SandboxHandle):
             self.store.discard_dir(self.dir, background=True)
             self.store.remove_sandbox(self.id)
 
+    def root_process(self) -> tuple[int, int]:
+        """Host pid and start time of the sandbox's pid-1, whose root directory is the sandbox's filesystem."""
+        self._check_open()
+        return self.init_pid, self.init_start
+
     def _check_open(self) -> None:
         if self._closed:
             raise SandboxClosed(f"sandbox {self.id} is closed")
@@ -467,7 +473,7 @@ class LocalSandbox(SandboxHandle):
     # ---- exec ---------------------------------------------------------------------------------------------
 
     def exec(self, cmd, *, timeout=None, cwd=None, env=None, stdin=None, max_output=DEFAULT_MAX_OUTPUT,
-             cancel: "Cancel | None" = None, on_output=None) -> ExecResult:
+             max_spill=DEFAULT_MAX_SPILL, cancel: "Cancel | None" = None, on_output=None) -> ExecResult:
         self._check_open()
         eid = f"x{next(self._ids)}"
         base = self.ipc / eid
@@ -484,8 +490,10 @@ class LocalSandbox(SandboxHandle):
             oom_before = self.cg.oom_kills()
             start = time.perf_counter()
             runner = self._hand_to_runner(eid, stdin is not None)
-            out = OutputBuffer(max_output, self.spill / f"{eid}.stdout", _stream_to(on_output, "stdout"))
-            err = OutputBuffer(max_output, self.spill / f"{eid}.stderr", _stream_to(on_output, "stderr"))
+            out = OutputBuffer(max_output, self.spill / f"{eid}.stdout", _stream_to(on_output, "stdout"),
+                               max_spill=max_spill, budget=self.spill_budget)
+            err = OutputBuffer(max_output, self.spill / f"{eid}.stderr", _stream_to(on_output, "stderr"),
+                               max_spill=max_spill, budget=self.spill_budget)
             run = _Run(self, fifos["out"], fifos["err"], fifos["rc"], out, err)
             with self._closing_is_an_error():
                 code, timed_out = run.wait(timeout, finished=lambda lines: _last_exit(lines), cancel=cancel)
@@ -508,8 +516,7 @@ class LocalSandbox(SandboxHandle):
         return ExecResult(
             exit_code=code, stdout_bytes=out.value(), stderr_bytes=stderr, duration=duration,
             timed_out=timed_out, truncated=out.truncated or err.truncated, oom_killed=oom,
-            stdout_file=str(out.spill_path) if out.truncated else None,
-            stderr_file=str(err.spill_path) if err.truncated else None,
+            stdout_file=out.spill_file, stderr_file=err.spill_file,
         )
 
     @contextlib.contextmanager
@@ -802,8 +809,11 @@ class LocalShell:
         return not self._closed and self.sb.alive and not any(l.startswith("exit ") for l in self.rc.lines)
 
     def run(self, command: str, *, timeout: float | None = None, max_output: int | None = DEFAULT_MAX_OUTPUT,
-            cancel: Cancel | None = None, on_output=None) -> ExecResult:
-        """Run one command in the session. `on_output(stream, chunk)`, if given, sees output as it arrives."""
+            max_spill: int = DEFAULT_MAX_SPILL, cancel: Cancel | None = None, on_output=None) -> ExecResult:
+        """Run one command in the session. `on_output(stream, chunk)`, if given, sees output as it arrives.
+        Output is bounded as for exec: `max_output` in memory, `max_spill` in a file."""
+        validate.text(command, "command")
+        timeout, max_output, max_spill, on_output = validate.run_options(timeout, max_output, max_spill, on_output)
         if self._closed:
             raise SandboxClosed(f"shell session {self.id} is closed")
         with self._lock:
@@ -818,8 +828,10 @@ class LocalShell:
                 for kind in ("out", "err"):
                     os.mkfifo(base.with_suffix("." + kind), 0o600)
                     fds.append(os.open(base.with_suffix("." + kind), os.O_RDONLY | os.O_NONBLOCK))
-                out = OutputBuffer(max_output, self.sb.spill / f"{self.id}-{n}.stdout", _stream_to(on_output, "stdout"))
-                err = OutputBuffer(max_output, self.sb.spill / f"{self.id}-{n}.stderr", _stream_to(on_output, "stderr"))
+                out = OutputBuffer(max_output, self.sb.spill / f"{self.id}-{n}.stdout", _stream_to(on_output, "stdout"),
+                                   max_spill=max_spill, budget=self.sb.spill_budget)
+                err = OutputBuffer(max_output, self.sb.spill / f"{self.id}-{n}.stderr", _stream_to(on_output, "stderr"),
+                                   max_spill=max_spill, budget=self.sb.spill_budget)
                 start = time.perf_counter()
                 os.write(self.cmd_fd, f"{n}\n".encode())
                 run = _Run(self.sb, fds[0], fds[1], self.rc.fd, out, err, rc_lines=self.rc)
@@ -856,8 +868,7 @@ class LocalShell:
                 stderr += b"\n[envyard: the shell did not respond after the timeout and was restarted; cwd and variables were reset]\n"
             return ExecResult(code, out.value(), stderr, duration, timed_out=timed_out,
                               truncated=out.truncated or err.truncated,
-                              stdout_file=str(out.spill_path) if out.truncated else None,
-                              stderr_file=str(err.spill_path) if err.truncated else None)
+                              stdout_file=out.spill_file, stderr_file=err.spill_file)
 
     def interrupt(self) -> None:
         """Send SIGINT to whatever the shell is running (not to the shell). Safe to call from another thread."""
