@@ -69,8 +69,8 @@ def _emit_json(data) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
-def _limits(memory: str | None, pids: int | None, cpus: float | None) -> Limits:
-    return Limits(memory=memory, pids=pids, cpus=cpus)
+def _limits(memory: str | None, pids: int | None, cpus: float | None, disk: str | None = None) -> Limits:
+    return Limits(memory=memory, pids=pids, cpus=cpus, disk=disk)
 
 
 def _env(pairs: list[str]) -> dict[str, str]:
@@ -105,6 +105,7 @@ def run(
     memory: Optional[str] = typer.Option(None, help="Memory limit, e.g. 512M."),
     pids: Optional[int] = typer.Option(None, help="Maximum number of processes."),
     cpus: Optional[float] = typer.Option(None, help="CPU share, e.g. 0.5."),
+    disk: Optional[str] = typer.Option(None, help="What the sandbox may write, e.g. 2G (default 10G)."),
     env: list[str] = typer.Option([], "--env", "-e", help="KEY=VALUE, repeatable."),
     workdir: Optional[str] = typer.Option(None, "--workdir", "-w", help="Working directory inside the sandbox."),
     timeout: Optional[float] = typer.Option(None, help="Kill the command after this many seconds (exit 124)."),
@@ -122,12 +123,12 @@ def run(
         if timeout is not None and timeout <= 0:
             raise BadInput(f"--timeout must be positive, got {timeout}")
         if as_json:
-            with yard.sandbox(image, network=network, limits=_limits(memory, pids, cpus), env=_env(env),
+            with yard.sandbox(image, network=network, limits=_limits(memory, pids, cpus, disk), env=_env(env),
                               workdir=workdir, security=security) as sb:
                 r = sb.exec(cmd if len(cmd) > 1 else cmd[0], timeout=timeout)
             _emit_json({"sandbox": sb.id, "image": sb.image.name, **r.to_dict()})
             raise typer.Exit(TIMEOUT_EXIT if r.timed_out else r.exit_code)
-        spec = _spec(yard, image, network, _limits(memory, pids, cpus), _env(env), workdir, security)
+        spec = _spec(yard, image, network, _limits(memory, pids, cpus, disk), _env(env), workdir, security)
         code = yard.backend.run_attached(spec, cmd, timeout=timeout)
     except EnvyardError as e:
         _fail(e, RUN_ERROR)

@@ -14,6 +14,7 @@ from .carry import NEVER_CARRIED
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 NETWORKS = ("none", "host")
+LIMIT_KEYS = ("memory", "pids", "cpus", "disk")
 DEFAULT_MAX_CARRY = 1 << 30  # bytes of the agent's work the verifier gets; more scores 0
 
 
@@ -77,7 +78,8 @@ class Task:
 
 _SCHEMA: dict[str, dict[str, type | tuple]] = {
     "": {"name": str, "description": str, "metadata": dict, "environment": dict, "agent": dict, "verifier": dict},
-    "environment": {"image": str, "workdir": str, "network": str, "memory": (str, int), "pids": int, "cpus": (int, float)},
+    "environment": {"image": str, "workdir": str, "network": str, "memory": (str, int), "pids": int, "cpus": (int, float),
+                    "disk": (str, int)},
     "agent": {"timeout_sec": (int, float), "max_steps": int},
     "verifier": {"timeout_sec": (int, float), "network": str, "protected": list, "carry": list,
                  "max_carry_size": (str, int)},
@@ -147,7 +149,7 @@ def check_task(root: Path) -> list[str]:
         except EnvyardError as e:
             problems.append(f"{toml_path}: verifier.max_carry_size: {e.message}")
     try:
-        Limits.coerce({k: env[k] for k in ("memory", "pids", "cpus") if k in env})
+        Limits.coerce({k: env[k] for k in LIMIT_KEYS if k in env})
     except EnvyardError as e:
         problems.append(f"{toml_path}: environment: {e.message}")
     instruction = root / "instruction.md"
@@ -178,7 +180,7 @@ def _build(root: Path, data: dict) -> Task:
         root=root.resolve(), name=data["name"], description=data.get("description", ""),
         instruction=(root / "instruction.md").read_text(), metadata=data.get("metadata", {}),
         image=env.get("image", "host"), workdir=env.get("workdir", "/app"), agent_network=env.get("network", "none"),
-        limits=Limits.coerce({k: env[k] for k in ("memory", "pids", "cpus") if k in env}),
+        limits=Limits.coerce({k: env[k] for k in LIMIT_KEYS if k in env}),
         agent_timeout=float(agent.get("timeout_sec", 600)), max_steps=int(agent.get("max_steps", 50)),
         verifier_timeout=float(ver.get("timeout_sec", 120)), verifier_network=ver.get("network", "none"),
         protected=list(ver.get("protected", [])), carry=list(ver.get("carry", [])),

@@ -1,4 +1,4 @@
-"""Resource limits for a sandbox: memory, process count, CPU share."""
+"""Resource limits for a sandbox: memory, process count, CPU share, disk."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ..errors import BadInput
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+DEFAULT_DISK = 10 << 30  # what a sandbox may write when no disk limit is given (where disk limits work)
 
 
 def parse_bytes(value: int | str) -> int:
@@ -23,11 +24,13 @@ def parse_bytes(value: int | str) -> int:
 
 @dataclass(frozen=True)
 class Limits:
-    """memory: bytes or '512M'; pids: max processes+threads; cpus: CPU share, e.g. 0.5 or 2."""
+    """memory: bytes or '512M'; pids: max processes+threads; cpus: CPU share, e.g. 0.5 or 2; disk: bytes the
+    sandbox may write (its writable layer), default DEFAULT_DISK."""
 
     memory: int | str | None = None
     pids: int | None = None
     cpus: float | None = None
+    disk: int | str | None = None
 
     def __post_init__(self):
         if self.memory is not None and (isinstance(self.memory, bool)
@@ -39,6 +42,11 @@ class Limits:
         if self.cpus is not None and (isinstance(self.cpus, bool) or not isinstance(self.cpus, (int, float))
                                       or not math.isfinite(self.cpus)):
             raise BadInput(f"cpus limit must be a finite number, not {self.cpus!r}", fix="give e.g. 0.5 or 2")
+        if self.disk is not None and (isinstance(self.disk, bool) or not isinstance(self.disk, (int, float, str))):
+            raise BadInput(f"disk limit must be bytes or a size string, not {type(self.disk).__name__}",
+                           fix="give e.g. disk='10G'")
+        if self.disk is not None and self.disk_bytes < 16 << 20:
+            raise BadInput(f"disk limit {self.disk!r} is below 16 MiB", fix="give at least 16M")
         if self.memory is not None and self.memory_bytes < 4 << 20:
             raise BadInput(f"memory limit {self.memory!r} is below 4 MiB", fix="give at least 4M")
         if self.pids is not None and self.pids < 4:
@@ -50,6 +58,15 @@ class Limits:
     def memory_bytes(self) -> int | None:
         return None if self.memory is None else parse_bytes(self.memory)
 
+    @property
+    def disk_bytes(self) -> int:
+        return DEFAULT_DISK if self.disk is None else parse_bytes(self.disk)
+
+    @property
+    def needs_cgroup(self) -> bool:
+        """Memory, pids and CPU are enforced by cgroups; the disk limit is not."""
+        return (self.memory, self.pids, self.cpus) != (None, None, None)
+
     @classmethod
     def coerce(cls, value: "Limits | dict | None") -> "Limits":
         if value is None:
@@ -57,9 +74,9 @@ class Limits:
         if isinstance(value, Limits):
             return value
         if isinstance(value, dict):
-            unknown = set(value) - {"memory", "pids", "cpus"}
+            unknown = set(value) - {"memory", "pids", "cpus", "disk"}
             if unknown:
                 raise BadInput(f"unknown limit(s): {', '.join(sorted(map(str, unknown)))}",
-                               fix="use memory, pids, cpus")
+                               fix="use memory, pids, cpus, disk")
             return cls(**value)
         raise BadInput(f"limits must be a Limits or a dict, not {type(value).__name__}")
