@@ -633,6 +633,51 @@ class Bench:
         else:
             r.add(Row("create", dock, note="n/a"))
 
+    # -- 1b. what each defence costs --
+
+    def bench_defences(self) -> None:
+        """create → exec(true) → close over debian with every defence, and with each switched off in turn,
+        interleaved. The switches (a module flag, a backend attribute, the mask list) exist for this measurement;
+        docs/security.md says what each defence does."""
+        console.rule("1b. what each defence costs (create → exec → close, debian)")
+        settle()
+        from envyard.runtime import local
+
+        backend = self.yard.backend
+
+        @contextlib.contextmanager
+        def off(*what: str):
+            saved = (local.mask_args, local.USER_NAMESPACE, backend.disk_limits)
+            if "masks" in what:
+                local.mask_args = lambda: ()
+            if "userns" in what:
+                local.USER_NAMESPACE = False
+            if "disk" in what:
+                backend.disk_limits = False
+            try:
+                yield
+            finally:
+                local.mask_args, local.USER_NAMESPACE, backend.disk_limits = saved
+
+        def variant(*what: str, security: str = "default"):
+            def go():
+                with off(*what), self.yard.sandbox(self.debian, security=security) as sb:
+                    must(sb.exec("true"), "true")
+            return go
+
+        raw, full = "raw bwrap floor (debian)", "envyard, all defences"
+        variants = {full: variant(), "envyard, without seccomp (relaxed)": variant(security="relaxed"),
+                    "envyard, without kernel path masks": variant("masks"),
+                    "envyard, without user namespace": variant("userns"),
+                    "envyard, without disk limit": variant("disk"),
+                    "envyard, none of these": variant("masks", "userns", "disk", security="relaxed")}
+        got = interleaved([(raw, self.raw.create_exec_close, self.reps)] +
+                          [(name, fn, self.reps) for name, fn in variants.items()])
+        self.res.add(Row("defences", raw, samples=got[raw]))
+        for name in variants:
+            self.res.add(Row("defences", name, samples=got[name], raw_ref=raw,
+                             target="≤2× raw" if name == full else "", raw_max=2 if name == full else None))
+
     def phase_breakdown(self) -> None:
         """Where the envyard create→exec→close time goes (create / first exec / close), for the report.
         close() may hand the teardown to a background thread; how long that takes is a row of its own."""
@@ -913,8 +958,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--idle", type=int, default=500, help="sandboxes to hold open for the density test (default 500)")
     p.add_argument("--big-mb", type=int, default=1024, help="size of the big image for the fork test (default 1024)")
     p.add_argument("--quick", action="store_true", help="fast smoke run: few reps, 50 idle sandboxes, 100 MB big image")
-    p.add_argument("--only", default="create,exec,fork,reset,idle",
-                   help="comma list of sections to run (create,exec,fork,reset,idle)")
+    p.add_argument("--only", default="create,defences,exec,fork,reset,idle",
+                   help="comma list of sections to run (create,defences,exec,fork,reset,idle)")
     args = p.parse_args(argv)
     if args.quick:
         args.reps = min(args.reps, 5)
@@ -941,7 +986,8 @@ def main(argv=None) -> int:
     try:
         bench.setup()
         machine = machine_info(bench.bwrap, bench.yard, bench.docker.version if bench.docker_ok else None)
-        steps = [("create", bench.bench_create), ("exec", bench.bench_exec), ("fork", bench.bench_fork),
+        steps = [("create", bench.bench_create), ("defences", bench.bench_defences), ("exec", bench.bench_exec),
+                 ("fork", bench.bench_fork),
                  ("reset", bench.bench_reset_snapshot), ("idle", bench.bench_idle)]
         machine["loadavg_start"] = load0
         for key, step in steps:
