@@ -46,8 +46,8 @@ class StoreProcess:
 
 
 def store_processes(store: Store) -> list[StoreProcess]:
-    """Processes of this store, found by their arguments: bwrap's `--overlay <store>/sandboxes/<id>/upper ...`
-    (also forwarded by the cgroup shim) and cp's `<store>/sandboxes/<id>/upper/. <store>/layers/.new-...`.
+    """Processes of this store, found by their arguments: bwrap's name `<store>/sandboxes/<id>/...` (also
+    forwarded by the cgroup shim), a snapshot's cp names that and `<store>/layers/.new-...`.
 
     Only processes of our own pid namespace count, and the pid-1s of namespaces right below it (bwrap's): a
     command inside a sandbox can make neither, so whatever it prints on its command line is never matched."""
@@ -62,10 +62,10 @@ def store_processes(store: Store) -> list[StoreProcess]:
         args = [a.decode(errors="replace") for a in procinfo.cmdline(pid)]
         hit = StoreProcess(pid, 0)
         for a in args:
-            if a.startswith(sandboxes) and a.endswith(("/upper", "/upper/.")):
+            if a.startswith(sandboxes):
                 hit.sandboxes.add(a[len(sandboxes):].partition("/")[0])
-            elif a.startswith(builds) and "/" not in a[len(builds):]:
-                hit.builds.add(a.rpartition("/")[2])
+            elif a.startswith(builds):
+                hit.builds.add(a[len(str(store.layers_dir)) + 1:].partition("/")[0])
         if not (hit.sandboxes or hit.builds) or pid == os.getpid():
             continue
         nspids = procinfo.ns_pids(pid)
