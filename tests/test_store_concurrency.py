@@ -136,7 +136,7 @@ def test_gc_loop_next_to_snapshotting_processes_loses_nothing(tmp_path):
     envyard.Yard(home).image("host")  # record the host image once, before the race starts
     stop = tmp_path / "stop-gc"
     gc_proc = _python(home, GC_LOOP, str(stop))
-    workers = [_python(home, WORKER, str(i), "18") for i in range(3)]
+    workers = [_python(home, WORKER, str(i), "12") for i in range(3)]
     try:
         outs = [w.communicate(timeout=90)[0] for w in workers]
     finally:
