@@ -366,7 +366,8 @@ def test_owner_killed_mid_snapshot_leaves_no_frozen_sandbox_and_no_copy(tmp_path
         owner.kill()
         owner.wait()
         # The owner is gone: its copy dies with it, and the sandbox takes itself down (stopped processes too).
-        assert _wait_until(lambda: not any(procinfo.is_alive(p, None) for p in copy), 1.0), "the copy outlived its owner"
+        copy_gone = _wait_until(lambda: not any(procinfo.is_alive(p, None) for p in copy), 1.0)
+        assert copy_gone, "the copy outlived its owner"
         assert _wait_until(lambda: not procinfo.pids_in_namespace(ns), 3.0), (
             "the sandbox outlived its owner: " + str({p: Path(f"/proc/{p}/stat").read_text().split()[2]
                                                       for p in procinfo.pids_in_namespace(ns)}))

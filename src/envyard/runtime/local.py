@@ -615,8 +615,8 @@ def copy_upper(store: Store, sandbox_dir: Path, pid_ns: int, init_pid: int) -> P
     dest = store.new_layer_dir()
     stopped = freeze(pid_ns, init_pid)
     try:
-        done = subprocess.run(_dies_with_us(["cp", "-a", "--reflink=auto", f"{sandbox_dir / 'upper'}/.", str(dest)]),
-                              capture_output=True, text=True)
+        cp = ["cp", "-a", "--reflink=auto", f"{sandbox_dir / 'upper'}/.", str(dest)]
+        done = subprocess.run(_dies_with_us(cp), capture_output=True, text=True)
     finally:
         thaw(stopped)
     if done.returncode != 0:
@@ -635,8 +635,9 @@ def _pdeathsig_prefix() -> tuple[str, ...]:
     """util-linux's setpriv, if it can set PR_SET_PDEATHSIG (2.33+): the kernel then kills the program when the
     thread that started it dies. subprocess cannot do this without a preexec_fn, unsafe with threads."""
     setpriv = shutil.which("setpriv")
-    if setpriv and subprocess.run([setpriv, "--pdeathsig", "KILL", "--", "true"], capture_output=True).returncode == 0:
-        return (setpriv, "--pdeathsig", "KILL", "--")
+    prefix = (setpriv, "--pdeathsig", "KILL", "--")
+    if setpriv and subprocess.run([*prefix, "true"], capture_output=True).returncode == 0:
+        return prefix
     return ()
 
 

@@ -388,8 +388,10 @@ def dir_size(path: Path) -> int:
 
 def _missing_layers(c, layer_ids: list[str]) -> list[str]:
     """Which of `layer_ids` have no row (read inside the caller's transaction)."""
-    have = {r["id"] for r in c.execute(
-        f"SELECT id FROM layers WHERE id IN ({','.join('?' * len(layer_ids))})", tuple(layer_ids))} if layer_ids else set()
+    if not layer_ids:
+        return []
+    marks = ",".join("?" * len(layer_ids))
+    have = {r["id"] for r in c.execute(f"SELECT id FROM layers WHERE id IN ({marks})", tuple(layer_ids))}
     return [i for i in dict.fromkeys(layer_ids) if i not in have]
 
 
