@@ -1,7 +1,8 @@
 """Store integrity under concurrency and crashes: gc next to busy processes, owners SIGKILLed mid-operation.
 
-Every test here starts its own store in a temporary directory and ends with a full gc that must leave it
-empty: no process naming the store, no sandbox rows or directories, no half-built layers, no mounts.
+Most tests start their own store in a temporary directory and end with a full gc that must leave it empty:
+no process naming the store, no sandbox rows or directories, no half-built layers, no mounts. Each failed on
+the code before record-then-publish, the host view's use lock and gc's process scan.
 """
 
 from __future__ import annotations

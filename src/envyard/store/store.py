@@ -270,9 +270,10 @@ class Store:
                 if r["id"] in used:
                     continue
                 # Builder first, directory second: once the builder is dead, the directory can no longer appear.
-                builder_gone = not procinfo.is_alive(r["builder_pid"], r["builder_start"])
-                if builder_gone and (r["builder_pid"] is not None and not Path(r["path"]).exists()
-                                     or now - r["created"] >= min_age):
+                if procinfo.is_alive(r["builder_pid"], r["builder_start"]):
+                    continue
+                crashed = r["builder_pid"] is not None and not Path(r["path"]).exists()
+                if crashed or now - r["created"] >= min_age:
                     doomed.append(r["id"])
             paths = self._drop_layer_rows(c, doomed)
         for path in paths:
