@@ -66,6 +66,7 @@ def store_processes(store: Store) -> list[StoreProcess]:
                 hit.sandboxes.add(a[len(sandboxes):].partition("/")[0])
             elif a.startswith(builds):
                 hit.builds.add(a[len(str(store.layers_dir)) + 1:].partition("/")[0])
+        hit.sandboxes.discard("")  # the sandboxes/ directory itself names no sandbox
         if not (hit.sandboxes or hit.builds) or pid == os.getpid():
             continue
         nspids = procinfo.ns_pids(pid)
