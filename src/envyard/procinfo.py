@@ -88,3 +88,38 @@ def inner_pid(pid: int) -> int | None:
     except OSError:
         return None
     return None
+
+
+def cmdline(pid: int) -> list[bytes]:
+    """A process's argv as bytes ([] for a zombie, a kernel thread or a process that is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            data = f.read()
+    except OSError:
+        return []
+    return data.split(b"\0")[:-1] if data else []
+
+
+def ns_pids(pid: int) -> list[int]:
+    """The pid a process has in each pid namespace it belongs to, outermost first (NSpid)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return [int(x) for x in line.split()[1:]]
+    except OSError:
+        pass
+    return []
+
+
+def pidfd_if_same(pid: int, start: int) -> int | None:
+    """A pidfd for `pid` if it still is the process that started at `start`, else None. Signals sent through
+    it reach that process or nobody, even if the pid is reused later."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    if start_time(pid) != start:  # checked after opening: the pidfd pins the process we just compared
+        os.close(fd)
+        return None
+    return fd

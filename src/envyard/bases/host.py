@@ -4,17 +4,21 @@ overlayfs refuses a lower layer that lies inside another lower layer's tree, and
 inside `/`. So `/` is not used directly: it is exposed once per store through a read-only overlay mount
 (`<store>/host/root`, lowers: an empty tmpfs and `/`), which is a filesystem of its own, so layers in the
 store no longer count as "inside" it. gc unmounts it when no sandbox uses it; the next use mounts it again.
+A create holds `host/.use` shared from "view mounted" until its sandbox row is in, and gc holds it exclusively
+from "no row uses the view" until the unmount is done, so gc never unmounts the view under a create in flight.
 
 On top sits the mask (hostmask.py): secrets, home directories, /tmp and every envyard store are hidden.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import subprocess
 import uuid
 from pathlib import Path
+from typing import Iterator
 
 from . import hostmask
 
@@ -108,6 +112,21 @@ def host_root_view(store: Store) -> Path:
     return root
 
 
+@contextlib.contextmanager
+def host_view_pinned(store: Store, layer_ids: list[str]) -> Iterator[None]:
+    """For a sandbox over these layers: mount the host view if they include it, and keep gc from unmounting
+    it until the block ends (the caller records its sandbox row inside; from then on the row keeps it)."""
+    if HOST_ROOT_LAYER not in layer_ids:
+        yield
+        return
+    base = _host_dirs(store)[1].parent
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / ".use", "a") as use:
+        fcntl.flock(use, fcntl.LOCK_SH)
+        host_root_view(store)
+        yield
+
+
 def _mount_view(empty: Path, root: Path) -> None:
     try:
         for d in (empty, root):
@@ -123,14 +142,27 @@ def _mount_view(empty: Path, root: Path) -> None:
 
 
 def release_host_root_view(store: Store) -> bool:
-    """Unmount the host view (gc calls this when no sandbox stands on it). True if something was unmounted."""
+    """Unmount the host view if no sandbox stands on it and no create is about to (gc calls this). True if
+    something was unmounted. A create that holds the view pinned makes us leave it for the next gc."""
+    dirs = _host_dirs(store)
+    if not any(os.path.ismount(d) for d in dirs):
+        return False
     done = False
-    for d in reversed(_host_dirs(store)):
-        for _ in range(16):  # mounts may be stacked if an older envyard raced; peel them all
-            if not os.path.ismount(d):
-                break
-            subprocess.run(["umount", "-l", str(d)], check=False, capture_output=True)
-            done = True
+    with open(dirs[1].parent / ".use", "a") as use:
+        try:
+            fcntl.flock(use, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        if any(HOST_ROOT_LAYER in r.layers for r in store.sandboxes()):
+            return False
+        with open(dirs[1].parent / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # not while another process mounts it
+            for d in reversed(dirs):
+                for _ in range(16):  # mounts may be stacked if an older envyard raced; peel them all
+                    if not os.path.ismount(d):
+                        break
+                    subprocess.run(["umount", "-l", str(d)], check=False, capture_output=True)
+                    done = True
     return done
 
 

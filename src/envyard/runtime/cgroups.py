@@ -129,6 +129,16 @@ class Cgroups:
             rl["nproc"] = limits.pids
         return CgroupSet(rlimits=rl)
 
+    def planned_dirs(self, sandbox_id: str, limits: Limits) -> list[str]:
+        """The directories `create` will make for this sandbox. Its lease records them before they exist, so
+        an owner killed in between leaves no cgroup that gc cannot find."""
+        if limits == Limits() or self.mode == "rlimit":
+            return []
+        if self.mode == "v2":
+            return [str(CGROUP_ROOT / "envyard" / sandbox_id)]
+        controllers = ["pids"] + ["memory"] * bool(limits.memory_bytes) + ["cpu"] * bool(limits.cpus)
+        return [str(self._v1_parent(c) / f"envyard-{sandbox_id}") for c in controllers]
+
     def _create_v1(self, sandbox_id: str, limits: Limits, pids: int) -> CgroupSet:
         cg = CgroupSet()
         settings: dict[str, dict[str, str]] = {"pids": {"pids.max": str(pids)}}

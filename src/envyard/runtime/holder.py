@@ -51,7 +51,11 @@ R=__RUNNER__
 # spawn K: start runner K in the background; rp is its pid, or empty when the fork failed (pids limit).
 spawn() { before=$!; $S /bin/sh -c "$R" runner "$1" </dev/null >/dev/null 2>&1 & if [ "$!" != "$before" ]; then rp=$!; else rp=; fi; }
 spawn 1
+# An owner that died before reading this leaves no reader: take the namespace down rather than die of
+# SIGPIPE and leave runner 1 (and so bwrap's pid-1) waiting forever.
+trap 'kill -9 -1; exit 1' PIPE
 echo ready
+trap - PIPE
 while read -r op id in k; do
   case "$op" in
     run)

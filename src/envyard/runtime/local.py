@@ -10,12 +10,14 @@ host but the sandbox's directory, which leases let gc reclaim.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import logging
 import os
 import resource
 import select
+import shutil
 import signal
 import subprocess
 import threading
@@ -24,6 +26,7 @@ import uuid
 from pathlib import Path
 
 from .. import janitor, procinfo, validate
+from ..bases.host import host_view_pinned
 from ..errors import HostUnsupported, SandboxClosed, SandboxDied, SandboxError
 from ..store import SandboxRecord, Store
 from .backend import Backend, Capabilities, SandboxHandle, SandboxSpec
@@ -111,17 +114,20 @@ class LocalSandbox(SandboxHandle):
         self.holder: tuple[int, int] | None = None
         self.lower_paths = self.store.layer_paths(spec.image.layers)
         me = os.getpid()
-        # The lease row goes in first: whatever happens after, gc can find and reclaim what we make.
-        self.store.add_sandbox(SandboxRecord(
-            id=self.id, image=spec.image.name, layers=spec.image.layers, dir=self.dir, owner_pid=me,
-            owner_start=procinfo.start_time(me), init_pid=None, init_start=None, cgroups=[],
-            network=spec.network, created=time.time(),
-        ))
+        planned_cgroups = backend.cgroups.planned_dirs(self.id, spec.limits)
+        # The lease row goes in first, naming the cgroups to be made: whatever happens after, gc can find and
+        # reclaim what we make. Until it is in, the host view (if we stand on it) is pinned against gc.
+        with host_view_pinned(self.store, spec.image.layers):
+            self.store.add_sandbox(SandboxRecord(
+                id=self.id, image=spec.image.name, layers=spec.image.layers, dir=self.dir, owner_pid=me,
+                owner_start=procinfo.start_time(me), init_pid=None, init_start=None, cgroups=planned_cgroups,
+                network=spec.network, created=time.time(),
+            ))
         try:
             for d in (self.ipc, self.spill):
                 d.mkdir(parents=True)
             self.cg = backend.cgroups.create(self.id, spec.limits)
-            if self.cg.dirs:
+            if self.cg.dirs != planned_cgroups:
                 self.store.update_sandbox(self.id, cgroups=self.cg.dirs)
             if attached is None:
                 self._start()
@@ -218,7 +224,7 @@ class LocalSandbox(SandboxHandle):
     def _start(self) -> None:
         self._next_runner = 1
         os.mkfifo(self.ipc / "spare.1", 0o600)  # the holder's first runner waits on it
-        info_r, info_w = os.pipe()
+        info_r, info_w = _info_file(self.dir)
         log_file = open(self.dir / "bwrap.log", "wb")
         try:
             self.proc = self._popen_bwrap(self._bwrap_args(), {"{INFO_FD}": info_w}, stdin=subprocess.PIPE,
@@ -538,7 +544,17 @@ class LocalSandbox(SandboxHandle):
     def snapshot_layer(self) -> Path:
         """Copy the upper dir (the sandbox's changes) into a new layer directory while the sandbox is frozen."""
         self._check_open()
-        return copy_upper(self.store, self.dir, self.pid_ns, self.init_pid)
+        with self._ctl_lock:  # the holder is not frozen: let no command of ours reach it during the copy
+            return copy_upper(self.store, self.dir, self.pid_ns, self.init_pid)
+
+
+def _info_file(sandbox_dir: Path) -> tuple[int, int]:
+    """Read and write descriptors of the file bwrap's --info-fd goes to. Not a pipe: bwrap writes the info
+    before it lets pid-1 go on, and if we died meanwhile a pipe would kill bwrap there (EPIPE) and leave pid-1
+    blocked forever. Written to a file, pid-1 goes on, and the holder sees we are gone and ends the sandbox."""
+    path = sandbox_dir / "info.json"
+    info_w = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    return os.open(path, os.O_RDONLY | os.O_CLOEXEC), info_w
 
 
 def _holder_of(init_pid: int) -> tuple[int, int] | None:
@@ -566,12 +582,15 @@ def _readable(fd: int, timeout: float) -> bool:
 
 
 def freeze(pid_ns: int, init_pid: int) -> list[int]:
-    """SIGSTOP every process of a sandbox but pid-1 so its upper dir holds still; returns what to SIGCONT."""
+    """SIGSTOP every process of a sandbox but pid-1 and the holder so its upper dir holds still; returns what
+    to SIGCONT. The holder writes nothing there, and left running it still reads EOF if the owner dies
+    mid-snapshot and takes the whole namespace down, stopped processes included."""
     if pid_ns is None or pid_ns == procinfo.pid_namespace(os.getpid()):
         raise SandboxError("refusing to freeze: the sandbox's pid namespace is unknown or is the host's")
+    keep = {init_pid, (_holder_of(init_pid) or (None,))[0]}
     stopped: set[int] = set()
     for _ in range(5):  # repeat: a process may fork while we sweep
-        new = [p for p in procinfo.pids_in_namespace(pid_ns) if p != init_pid and p not in stopped]
+        new = [p for p in procinfo.pids_in_namespace(pid_ns) if p not in keep and p not in stopped]
         if not new:
             break
         for p in new:
@@ -596,8 +615,8 @@ def copy_upper(store: Store, sandbox_dir: Path, pid_ns: int, init_pid: int) -> P
     dest = store.new_layer_dir()
     stopped = freeze(pid_ns, init_pid)
     try:
-        done = subprocess.run(["cp", "-a", "--reflink=auto", f"{sandbox_dir / 'upper'}/.", str(dest)],
-                              capture_output=True, text=True)
+        cp = ["cp", "-a", "--reflink=auto", f"{sandbox_dir / 'upper'}/.", str(dest)]
+        done = subprocess.run(_dies_with_us(cp), capture_output=True, text=True)
     finally:
         thaw(stopped)
     if done.returncode != 0:
@@ -609,6 +628,22 @@ def copy_upper(store: Store, sandbox_dir: Path, pid_ns: int, init_pid: int) -> P
     except OSError:
         pass
     return dest
+
+
+@functools.cache
+def _pdeathsig_prefix() -> tuple[str, ...]:
+    """util-linux's setpriv, if it can set PR_SET_PDEATHSIG (2.33+): the kernel then kills the program when the
+    thread that started it dies. subprocess cannot do this without a preexec_fn, unsafe with threads."""
+    setpriv = shutil.which("setpriv")
+    prefix = (setpriv, "--pdeathsig", "KILL", "--")
+    if setpriv and subprocess.run([*prefix, "true"], capture_output=True).returncode == 0:
+        return prefix
+    return ()
+
+
+def _dies_with_us(argv: list[str]) -> list[str]:
+    """`argv`, killed by the kernel if this process dies first (gc finds it by its arguments otherwise)."""
+    return [*_pdeathsig_prefix(), *argv]
 
 
 def _stream_to(on_output, stream: str):

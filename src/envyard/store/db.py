@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 from ..errors import StoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: layers carry their builder (pid + start time) while they are being sealed
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS layers (
@@ -25,7 +25,9 @@ CREATE TABLE IF NOT EXISTS layers (
     path     TEXT NOT NULL,          -- absolute directory (outside the store for the host's root)
     size     INTEGER NOT NULL DEFAULT 0,
     created  REAL NOT NULL,
-    origin   TEXT NOT NULL DEFAULT '{}'   -- JSON: what produced this layer
+    origin   TEXT NOT NULL DEFAULT '{}',  -- JSON: what produced this layer
+    builder_pid    INTEGER,          -- the process that recorded the layer before publishing its directory
+    builder_start  INTEGER           -- (with its start time): while it lives, a missing directory is not a crash
 );
 CREATE TABLE IF NOT EXISTS images (
     name     TEXT PRIMARY KEY,       -- always name:tag
@@ -81,6 +83,7 @@ class Database:
                     c.execute(
                         "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                     )
+                    _migrate(c)
                 return
             except sqlite3.OperationalError as e:
                 if "locked" not in str(e) and "busy" not in str(e) or time.monotonic() > deadline:
@@ -107,6 +110,22 @@ class Database:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+# Columns added since version 1, per table. CREATE TABLE IF NOT EXISTS leaves an older table as it was.
+ADDED_COLUMNS = {"layers": (("builder_pid", "INTEGER"), ("builder_start", "INTEGER"))}
+
+
+def _migrate(c: sqlite3.Connection) -> None:
+    """Bring a store written by an older envyard up to SCHEMA_VERSION (inside the schema transaction, so
+    several processes opening the same old store migrate it once)."""
+    for table, columns in ADDED_COLUMNS.items():
+        have = {r["name"] for r in c.execute(f"PRAGMA table_info({table})")}
+        for name, kind in columns:
+            if name not in have:
+                c.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+    c.execute("UPDATE meta SET value=? WHERE key='schema_version' AND CAST(value AS INTEGER) < ?",
+              (str(SCHEMA_VERSION), SCHEMA_VERSION))
 
 
 def dumps(value: Any) -> str:

@@ -7,8 +7,11 @@ Layout of $ENVYARD_HOME:
     sandboxes/<id>/     upper/, work/, ipc/ and spill/ of one sandbox
     trash/              directories being deleted (rename first, delete after: a crash leaves only trash)
 
-Crash safety: a layer directory is renamed into place before its row is written, and gc deletes layer
-directories without a row (and `.new-*` directories of dead builders), so every crash point is recoverable.
+Crash safety (record, then publish): a layer's row is written first, naming its builder (pid + start time),
+and only then is its directory renamed into place. gc lists layers/ before it reads the rows, so a directory
+it sees without a row is a true orphan (a crash of an older envyard, or a deletion half done), never a layer
+being published; a row whose directory never appeared is dropped once its builder is gone; `.new-*`
+directories of dead builders are deleted. Sandboxes likewise get their row before their directory.
 """
 
 from __future__ import annotations
@@ -136,17 +139,27 @@ class Store:
         return path
 
     def seal_layer(self, built: Path, origin: dict) -> LayerInfo:
-        """Move a built directory into place and record it. After this the layer is immutable."""
+        """Record a built directory as a layer, then move it into place. After this the layer is immutable.
+
+        The row comes first and names this process as the builder, so gc can never take the published
+        directory for an orphan; if we die before the rename, gc drops the row once it sees us gone."""
         layer_id = uuid.uuid4().hex
         final = self.layers_dir / layer_id
-        os.rename(built, final)
-        size = dir_size(final)
+        size = dir_size(built)
         now = time.time()
+        me = os.getpid()
         with self.db.transaction() as c:
             c.execute(
-                "INSERT INTO layers(id, path, size, created, origin) VALUES (?,?,?,?,?)",
-                (layer_id, str(final), size, now, dumps(origin)),
+                "INSERT INTO layers(id, path, size, created, origin, builder_pid, builder_start)"
+                " VALUES (?,?,?,?,?,?,?)",
+                (layer_id, str(final), size, now, dumps(origin), me, procinfo.start_time(me)),
             )
+        try:
+            os.rename(built, final)
+        except BaseException:
+            with self.db.transaction() as c:
+                c.execute("DELETE FROM layers WHERE id=?", (layer_id,))
+            raise
         return LayerInfo(layer_id, final, size, now, origin)
 
     def add_external_layer(self, layer_id: str, path: Path, origin: dict) -> LayerInfo:
@@ -175,6 +188,12 @@ class Store:
         name = parse_image_name(name)
         now = time.time()
         with self.db.transaction() as c:
+            missing = _missing_layers(c, layers)
+            if missing:
+                raise StoreError(
+                    f"cannot record image {name}: its layers {', '.join(missing)} were removed meanwhile",
+                    fix="rebuild the image it was made from (see `envyard images`), then try again",
+                )
             c.execute(
                 "INSERT OR REPLACE INTO images(name, layers, config, created) VALUES (?,?,?,?)",
                 (name, dumps(layers), dumps(asdict(config)), now),
@@ -201,10 +220,10 @@ class Store:
         img = self.image(ref)
         with self.db.transaction() as c:
             c.execute("DELETE FROM images WHERE name=?", (img.name,))
-        used = self._used_layers()
-        for layer_id in img.layers:
-            if layer_id not in used:
-                self.remove_layer(layer_id)
+            used = self._used_layers()
+            paths = self._drop_layer_rows(c, [i for i in dict.fromkeys(img.layers) if i not in used])
+        for path in paths:
+            self.discard_dir(path, background=True)
         return img
 
     def image_size(self, img: Image) -> int:
@@ -212,11 +231,23 @@ class Store:
 
     def remove_layer(self, layer_id: str) -> None:
         """Delete one layer that nothing references any more (e.g. a verifier's throwaway view)."""
-        rows = self.db.query("SELECT path FROM layers WHERE id=?", (layer_id,))
         with self.db.transaction() as c:
+            paths = self._drop_layer_rows(c, [layer_id])
+        for path in paths:
+            self.discard_dir(path, background=True)
+
+    def _drop_layer_rows(self, c, layer_ids: list[str]) -> list[Path]:
+        """Delete layer rows inside transaction `c`; return the directories of those the store owns (the
+        caller deletes them after the commit)."""
+        paths = []
+        for layer_id in layer_ids:
+            row = c.execute("SELECT path FROM layers WHERE id=?", (layer_id,)).fetchone()
+            if row is None:
+                continue
             c.execute("DELETE FROM layers WHERE id=?", (layer_id,))
-        if rows and Path(rows[0]["path"]).parent == self.layers_dir:
-            self.discard_dir(Path(rows[0]["path"]), background=True)
+            if Path(row["path"]).parent == self.layers_dir:
+                paths.append(Path(row["path"]))
+        return paths
 
     def _used_layers(self) -> set[str]:
         used: set[str] = set()
@@ -225,25 +256,43 @@ class Store:
         return used
 
     def remove_unused_layers(self, min_age: float = 600.0) -> list[str]:
-        """Delete layers no image and no sandbox stands on, sealed more than `min_age` seconds ago (younger
-        ones may belong to a snapshot another process is about to name)."""
-        used = self._used_layers()
-        removed = []
-        for r in self.db.query("SELECT id, path, created FROM layers"):
-            if r["id"] in used or time.time() - r["created"] < min_age:
-                continue
-            path = Path(r["path"])
-            with self.db.transaction() as c:
-                c.execute("DELETE FROM layers WHERE id=?", (r["id"],))
-            if path.parent == self.layers_dir:
-                self.discard_dir(path)
-            removed.append(r["id"])
-        return removed
+        """Delete layers no image and no sandbox stands on, once nobody can be about to name them: right away
+        when the builder died before publishing the directory; otherwise when the builder is gone (or was
+        never recorded, in an older store) and the layer was sealed more than `min_age` seconds ago.
+
+        Rows are checked and deleted in one transaction, and add_sandbox/put_image check their layers in
+        theirs, so a sandbox or image recorded meanwhile either keeps a layer alive or fails cleanly."""
+        now = time.time()
+        with self.db.transaction() as c:
+            used = self._used_layers()
+            doomed = []
+            for r in c.execute("SELECT id, path, created, builder_pid, builder_start FROM layers").fetchall():
+                if r["id"] in used:
+                    continue
+                # Builder first, directory second: once the builder is dead, the directory can no longer appear.
+                if procinfo.is_alive(r["builder_pid"], r["builder_start"]):
+                    continue
+                crashed = r["builder_pid"] is not None and not Path(r["path"]).exists()
+                if crashed or now - r["created"] >= min_age:
+                    doomed.append(r["id"])
+            paths = self._drop_layer_rows(c, doomed)
+        for path in paths:
+            self.discard_dir(path)
+        return doomed
 
     # ---- sandboxes ----------------------------------------------------------------------------------------
 
     def add_sandbox(self, rec: SandboxRecord) -> None:
+        """Record a sandbox's lease. Fails if one of its layers was removed since its image was read (a
+        concurrent `rmi` and gc): once this row is in, gc keeps every layer it names."""
         with self.db.transaction() as c:
+            missing = _missing_layers(c, rec.layers)
+            if missing:
+                raise ImageNotFound(
+                    f"image {rec.image} was removed while a sandbox was being created over it"
+                    f" (layers {', '.join(missing)} are gone)",
+                    fix="list images with `envyard images` and use one that exists",
+                )
             c.execute(
                 "INSERT INTO sandboxes(id, image, layers, dir, owner_pid, owner_start, init_pid, init_start,"
                 " cgroups, network, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
@@ -294,21 +343,24 @@ class Store:
 
     def stale_new_layers(self) -> list[Path]:
         """`.new-*` layer build dirs whose builder process is gone."""
-        stale = []
-        for p in self.layers_dir.glob(".new-*"):
-            parts = p.name.split("-")
-            try:
-                pid, start = int(parts[1]), int(parts[2])
-            except (IndexError, ValueError):
-                stale.append(p)
-                continue
-            if not procinfo.is_alive(pid, start):
-                stale.append(p)
-        return stale
+        return [p for p in self.layers_dir.glob(".new-*") if not build_dir_builder_alive(p.name)]
 
     def orphan_layer_dirs(self) -> list[Path]:
+        """Layer directories without a row. The directories are listed before the rows are read: a layer's
+        row is committed before its directory is renamed into place, so a directory seen here has its row
+        visible by the time we read them, unless it really has none."""
+        dirs = [p for p in self.layers_dir.iterdir() if not p.name.startswith(".")]
         known = {r["path"] for r in self.db.query("SELECT path FROM layers")}
-        return [p for p in self.layers_dir.iterdir() if not p.name.startswith(".") and str(p) not in known]
+        return [p for p in dirs if str(p) not in known]
+
+
+def build_dir_builder_alive(name: str) -> bool:
+    """Whether the process that made layer build dir `name` (`.new-<pid>-<start>-<rand>`) still runs."""
+    parts = name.split("-")
+    try:
+        return procinfo.is_alive(int(parts[1]), int(parts[2]))
+    except (IndexError, ValueError):
+        return False
 
 
 def remove_tree(path: Path) -> None:
@@ -320,7 +372,10 @@ def remove_tree(path: Path) -> None:
         if os.path.lexists(path):  # rm copes with odd modes that shutil gives up on
             subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=False)
     else:
-        os.unlink(path)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:  # another process emptying the trash got there first
+            pass
 
 
 def dir_size(path: Path) -> int:
@@ -330,6 +385,15 @@ def dir_size(path: Path) -> int:
         return int(out.split()[0])
     except (subprocess.CalledProcessError, ValueError, IndexError):
         return 0
+
+
+def _missing_layers(c, layer_ids: list[str]) -> list[str]:
+    """Which of `layer_ids` have no row (read inside the caller's transaction)."""
+    if not layer_ids:
+        return []
+    marks = ",".join("?" * len(layer_ids))
+    have = {r["id"] for r in c.execute(f"SELECT id FROM layers WHERE id IN ({marks})", tuple(layer_ids))}
+    return [i for i in dict.fromkeys(layer_ids) if i not in have]
 
 
 def _row_to_image(r) -> Image:
