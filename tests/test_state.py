@@ -112,7 +112,7 @@ def test_image_errors(yard):
     with pytest.raises(envyard.BadInput):
         yard.sandbox("host", limits={"memory": "lots"})
     with pytest.raises(envyard.BadInput):
-        yard.sandbox("host", limits={"disk": "1G"})
+        yard.sandbox("host", limits={"swap": "1G"})
     with pytest.raises(envyard.BadInput):
         yard.fork("host", 0)
     assert yard.store.sandboxes() == [] or all(r.owner_alive() for r in yard.store.sandboxes())

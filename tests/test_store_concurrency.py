@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import envyard
+from envyard.runtime.local import upper_dir_of
 from envyard import procinfo
 from envyard.gc import collect
 
@@ -354,7 +355,7 @@ def test_owner_killed_mid_snapshot_leaves_no_frozen_sandbox_and_no_copy(tmp_path
         sid = owner.stdout.readline().strip()
         rec = yard.store.sandbox(sid)
         ns = procinfo.pid_namespace(rec.init_pid)
-        source = f"{home}/sandboxes/{sid}/upper/."  # what the snapshot's copy reads
+        source = f"{upper_dir_of(yard.store, sid)}/."  # what the snapshot's copy reads
 
         def copying():
             return [pid for pid, _state, cmd in _store_processes(home) if source in cmd]

@@ -27,6 +27,7 @@ from typing import Callable
 from . import janitor, procinfo
 from .runtime.cgroups import Cgroups
 from .bases.host import release_host_root_view
+from .runtime.volume import SandboxVolume
 from .store import SandboxRecord, Store
 from .store.store import build_dir_builder_alive
 
@@ -46,12 +47,13 @@ class StoreProcess:
 
 
 def store_processes(store: Store) -> list[StoreProcess]:
-    """Processes of this store, found by their arguments: bwrap's name `<store>/sandboxes/<id>/...` (also
-    forwarded by the cgroup shim), a snapshot's cp names that and `<store>/layers/.new-...`.
+    """Processes of this store, found by their arguments: bwrap's name `<store>/sandboxes/<id>/...` and
+    `<store>/volume/<id>/...` (also forwarded by the cgroup shim), a snapshot's cp names the latter and
+    `<store>/layers/.new-...`.
 
     Only processes of our own pid namespace count, and the pid-1s of namespaces right below it (bwrap's): a
     command inside a sandbox can make neither, so whatever it prints on its command line is never matched."""
-    sandboxes = str(store.sandboxes_dir) + "/"
+    sandbox_dirs = (str(store.sandboxes_dir) + "/", str(store.home / "volume") + "/")  # the volume: disk limits
     builds = str(store.layers_dir / ".new-")
     ours = len(procinfo.ns_pids(os.getpid()))
     found = []
@@ -62,9 +64,10 @@ def store_processes(store: Store) -> list[StoreProcess]:
         args = [a.decode(errors="replace") for a in procinfo.cmdline(pid)]
         hit = StoreProcess(pid, 0)
         for a in args:
-            if a.startswith(sandboxes):
-                hit.sandboxes.add(a[len(sandboxes):].partition("/")[0])
-            elif a.startswith(builds):
+            for prefix in sandbox_dirs:
+                if a.startswith(prefix):
+                    hit.sandboxes.add(a[len(prefix):].partition("/")[0])
+            if a.startswith(builds):
                 hit.builds.add(a[len(str(store.layers_dir)) + 1:].partition("/")[0])
         hit.sandboxes.discard("")  # the sandboxes/ directory itself names no sandbox
         if not (hit.sandboxes or hit.builds) or pid == os.getpid():
@@ -145,6 +148,8 @@ def reclaim(store: Store, rec: SandboxRecord, procs: list[StoreProcess] | None =
 
 def _forget(store: Store, rec: SandboxRecord) -> None:
     Cgroups.remove(rec.cgroups)
+    with SandboxVolume(store.home) as volume:
+        volume.remove(rec.id)
     store.discard_dir(rec.dir)
     store.remove_sandbox(rec.id)
 
@@ -164,11 +169,17 @@ def reap_dead_sandboxes(store: Store, procs: list[StoreProcess] | None = None) -
 
 
 def collect(store: Store) -> dict:
+    with SandboxVolume(store.home) as volume:
+        return _collect(store, volume)
+
+
+def _collect(store: Store, volume: SandboxVolume) -> dict:
     """Full collection: dead sandboxes, stray processes and sandbox dirs, unfinished and orphaned layers,
     unused layers, trash, the idle host view."""
     janitor.wait()
     # Directories, then processes, then rows (see the module's docstring for why this order).
     sandbox_dirs = list(store.sandboxes_dir.iterdir())
+    on_volume = volume.sandbox_ids()
     build_dirs = store.stale_new_layers()
     procs = store_processes(store)
     report: dict = {"sandboxes": reap_dead_sandboxes(store, procs)}
@@ -190,6 +201,14 @@ def collect(store: Store) -> dict:
     for d in unrecorded:
         store.discard_dir(d)
     report["stray_sandbox_dirs"] = [d.name for d in unrecorded]
+    # The same for sandboxes' subvolumes on the disk-limit volume (made after the row, like the directory).
+    stray_volumes = [i for i in on_volume if i not in recorded]
+    if stray_volumes:
+        running = {i for p in store_processes(store) for i in p.sandboxes}
+        stray_volumes = [i for i in stray_volumes if i not in running]
+    for i in stray_volumes:
+        volume.remove(i)
+    report["stray_subvolumes"] = stray_volumes
     partial = build_dirs + store.orphan_layer_dirs()
     for p in partial:
         store.discard_dir(p)
@@ -198,4 +217,8 @@ def collect(store: Store) -> dict:
     report["trash"] = store.empty_trash()
     # The host view mount is cheap to remake, so an idle store keeps no mounts at all.
     report["host_view_unmounted"] = release_host_root_view(store)
+    if volume.sandbox_ids():
+        volume.clear_stale_quota_groups()
+    # The volume stays mounted while a sandbox or an envyard process uses it (the unmount would be refused).
+    report["volume_unmounted"] = not store.sandboxes() and volume.release()
     return report

@@ -151,11 +151,21 @@ class Yard:
             raise
         return made
 
+    @property
+    def can_limit_disk(self) -> bool:
+        """Whether sandboxes here get disk limits (runtime/volume.py); without, `limits={"disk": ...}` is an
+        error and sandboxes write without a bound."""
+        return self.backend.disk_limits and self.backend.volume.available() is None
+
     def sandboxes(self):
         """Lease records of every sandbox in the store (any owner process)."""
         return self.store.sandboxes()
 
     def gc(self) -> dict:
+        with self._open_lock:
+            idle = not self._open and not self._pools
+        if idle and self._backend is not None:
+            self._backend.volume.close()  # our handle would keep gc from unmounting an idle volume
         return gc_mod.collect(self.store)
 
     def close(self) -> None:

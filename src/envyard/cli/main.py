@@ -197,7 +197,7 @@ def snapshot(sandbox_id: str = typer.Argument(..., help="A running sandbox (see 
              as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
     """Save a running sandbox's changes as a new image; the sandbox keeps running."""
     from .. import procinfo
-    from ..runtime.local import copy_upper
+    from ..runtime.local import copy_upper, upper_dir_of
     from ..store import parse_image_name
 
     try:
@@ -207,7 +207,8 @@ def snapshot(sandbox_id: str = typer.Argument(..., help="A running sandbox (see 
         if rec is None or not procinfo.is_alive(rec.init_pid, rec.init_start):
             raise SandboxNotFound(f"no running sandbox {sandbox_id}", fix="list sandboxes with `envyard ps`")
         parent = yard.image(rec.image)
-        built = copy_upper(yard.store, rec.dir, procinfo.pid_namespace(rec.init_pid), rec.init_pid)
+        built = copy_upper(yard.store, upper_dir_of(yard.store, rec.id), procinfo.pid_namespace(rec.init_pid),
+                           rec.init_pid)
         layer = yard.store.seal_layer(built, {"snapshot_of": rec.id, "image": rec.image})
         parent.config.provenance = {**parent.config.provenance, "snapshot_of": rec.id, "parent_image": rec.image}
         img = yard.store.put_image(name, [*rec.layers, layer.id], parent.config)

@@ -34,6 +34,8 @@ from .bwrap import check_overlay_support, find_bwrap
 from . import seccomp, userns
 from .cgroups import Cgroups
 from .kernelview import mask_args
+from .limits import Limits
+from .volume import SandboxVolume
 from .holder import HOLDER_SCRIPT, IPC_MOUNT, check_env, command_script, session_loop_script
 from .result import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_SPILL, ExecResult, OutputBuffer, SpillBudget
 
@@ -52,6 +54,12 @@ TIMEOUT_EXIT = 124  # what `envyard run --timeout` exits with, as coreutils' tim
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BWRAP_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 SECURITY_LEVELS = ("default", "relaxed")  # relaxed: no seccomp filter (see docs/security.md)
+USER_NAMESPACE = True  # sandboxes run in a user namespace (benchmarks switch it off to measure its cost)
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    log.warning("envyard: %s", message)
 
 
 def raise_fd_limit() -> None:
@@ -75,12 +83,29 @@ class LocalBackend(Backend):
         self.bwrap = find_bwrap()
         check_overlay_support()
         self.cgroups = Cgroups()
+        self.volume = SandboxVolume(store.home)
+        self.disk_limits = True  # False: no per-sandbox disk limit (benchmarks switch it to measure its cost)
         userns.namespace_fd()  # made now, while a descriptor below 10 is likely free
         raise_fd_limit()
 
     def check(self) -> dict:
         return {"backend": self.name, "bwrap": self.bwrap, "cgroups": self.cgroups.mode,
-                "cgroups_note": self.cgroups.reason, "root": os.geteuid() == 0}
+                "cgroups_note": self.cgroups.reason, "root": os.geteuid() == 0,
+                "disk_limits": self.volume.available() or "btrfs volume with a quota per sandbox"}
+
+    def writable_dir(self, sandbox_id: str, limits: Limits) -> Path | None:
+        """Where a sandbox's upper and work dirs go: a subvolume capped at its disk limit (runtime/volume.py),
+        or None (its own directory, unbounded) where disk limits do not work and none was asked for."""
+        if not self.disk_limits:
+            return None
+        why = self.volume.available()
+        if why is None:
+            return self.volume.create(sandbox_id, limits.disk_bytes)
+        if limits.disk is not None:
+            raise HostUnsupported(f"cannot limit this sandbox's disk: {why}",
+                                  fix="install btrfs-progs, or leave `disk` out to run without a disk limit")
+        _warn_once(f"sandboxes run without a disk limit: {why}")
+        return None
 
     def create(self, spec: SandboxSpec) -> "LocalSandbox":
         return LocalSandbox(self, spec)
@@ -112,6 +137,7 @@ class LocalSandbox(SandboxHandle):
         self._sessions: list[LocalShell] = []
         self.proc: subprocess.Popen | None = None
         self.holder: tuple[int, int] | None = None
+        self.fs = self.dir  # where the upper and work dirs live: the sandbox's subvolume when its disk is limited
         self.lower_paths = self.store.layer_paths(spec.image.layers)
         me = os.getpid()
         planned_cgroups = backend.cgroups.planned_dirs(self.id, spec.limits)
@@ -126,6 +152,7 @@ class LocalSandbox(SandboxHandle):
         try:
             for d in (self.ipc, self.spill):
                 d.mkdir(parents=True)
+            self.fs = backend.writable_dir(self.id, spec.limits) or self.dir
             self.cg = backend.cgroups.create(self.id, spec.limits)
             if self.cg.dirs != planned_cgroups:
                 self.store.update_sandbox(self.id, cgroups=self.cg.dirs)
@@ -181,7 +208,7 @@ class LocalSandbox(SandboxHandle):
     def _bwrap_args(self, attached: list[str] | None = None) -> list[str]:
         """bwrap's command line; `attached` replaces the holder with a program wired to the caller's terminal
         (then no --new-session, so the program keeps the terminal for job control and Ctrl-C)."""
-        upper, work = self.dir / "upper", self.dir / "work"
+        upper, work = self.fs / "upper", self.fs / "work"
         upper.mkdir(exist_ok=True)
         work.mkdir(exist_ok=True)
         args = [self.backend.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", f"envyard-{self.id}",
@@ -189,9 +216,11 @@ class LocalSandbox(SandboxHandle):
         # bwrap leaves the --userns descriptor open in the sandbox: the first program closes it when it can
         # (a POSIX shell closes only fds 0-9). Left open it is harmless: it names the namespace the sandbox
         # is already in, and setns is refused by the seccomp filter.
-        ns_fd = userns.namespace_fd()
-        args += ["--userns", str(ns_fd)]
-        close_ns = f"exec {ns_fd}<&-; " if ns_fd <= 9 else ""
+        close_ns = ""
+        if USER_NAMESPACE:
+            ns_fd = userns.namespace_fd()
+            args += ["--userns", str(ns_fd)]
+            close_ns = f"exec {ns_fd}<&-; " if ns_fd <= 9 else ""
         if attached is None:
             args.append("--new-session")
         for cap in SANDBOX_CAPS:
@@ -273,7 +302,7 @@ class LocalSandbox(SandboxHandle):
         /proc/1/environ, so nothing of the owner's (API keys, tokens) may reach it."""
         own = {"{SECCOMP_FD}": seccomp.program_fd()} if "{SECCOMP_FD}" in args else {}
         fds = {**fds, **own}
-        pass_fds = (*fds.values(), userns.namespace_fd())
+        pass_fds = (*fds.values(), *((userns.namespace_fd(),) if USER_NAMESPACE else ()))
         try:
             argv = [str(fds[a]) if a in fds else a for a in args]
             return subprocess.Popen(self._with_shim(argv), env=BWRAP_ENV, pass_fds=pass_fds, **popen)
@@ -368,8 +397,12 @@ class LocalSandbox(SandboxHandle):
         old_proc, old_pidfd = self.proc, self.pidfd
         self.proc = None
         janitor.later(lambda: _reap_bwrap(old_proc, old_pidfd))
-        for name in ("upper", "work"):
-            self.store.discard_dir(self.dir / name, background=True)
+        if self.fs != self.dir:  # a fresh subvolume, so the old one's bytes do not count while it is deleted
+            old_fs, self.fs = self.fs, self.backend.volume.create(self.id, self.spec.limits.disk_bytes)
+            janitor.later(lambda: self.backend.volume.remove(self.id, old_fs))
+        else:
+            for name in ("upper", "work"):
+                self.store.discard_dir(self.dir / name, background=True)
         for p in self.ipc.iterdir():
             p.unlink()
         self._start()
@@ -383,7 +416,7 @@ class LocalSandbox(SandboxHandle):
 
     @property
     def upper_dir(self) -> Path:
-        return self.dir / "upper"
+        return self.fs / "upper"
 
     def close(self) -> None:
         """Kill now; wait for the teardown and delete files on the janitor thread (gc finishes it if we die)."""
@@ -398,6 +431,8 @@ class LocalSandbox(SandboxHandle):
             self._kill_all()
         finally:
             Cgroups.remove(self.cg.dirs if hasattr(self, "cg") else [])
+            if self.fs != self.dir:
+                self.backend.volume.remove(self.id)
             self.store.discard_dir(self.dir, background=True)
             self.store.remove_sandbox(self.id)
 
@@ -545,7 +580,7 @@ class LocalSandbox(SandboxHandle):
         """Copy the upper dir (the sandbox's changes) into a new layer directory while the sandbox is frozen."""
         self._check_open()
         with self._ctl_lock:  # the holder is not frozen: let no command of ours reach it during the copy
-            return copy_upper(self.store, self.dir, self.pid_ns, self.init_pid)
+            return copy_upper(self.store, self.upper_dir, self.pid_ns, self.init_pid)
 
 
 def _info_file(sandbox_dir: Path) -> tuple[int, int]:
@@ -610,18 +645,23 @@ def thaw(pids: list[int]) -> None:
             pass
 
 
-def copy_upper(store: Store, sandbox_dir: Path, pid_ns: int, init_pid: int) -> Path:
+def upper_dir_of(store: Store, sandbox_id: str) -> Path:
+    """A sandbox's upper dir, for a process that is not its owner (`envyard snapshot`)."""
+    return (SandboxVolume(store.home).current(sandbox_id) or store.sandboxes_dir / sandbox_id) / "upper"
+
+
+def copy_upper(store: Store, upper: Path, pid_ns: int, init_pid: int) -> Path:
     """Copy a running sandbox's upper dir into a fresh layer dir (whiteouts and xattrs kept), frozen meanwhile."""
     dest = store.new_layer_dir()
     stopped = freeze(pid_ns, init_pid)
     try:
-        cp = ["cp", "-a", "--reflink=auto", f"{sandbox_dir / 'upper'}/.", str(dest)]
+        cp = ["cp", "-a", "--reflink=auto", f"{upper}/.", str(dest)]
         done = subprocess.run(_dies_with_us(cp), capture_output=True, text=True)
     finally:
         thaw(stopped)
     if done.returncode != 0:
         store.discard_dir(dest)
-        raise SandboxError(f"snapshot of sandbox {sandbox_dir.name} failed: {done.stderr.strip()[-300:]}")
+        raise SandboxError(f"snapshot of {upper.parent.name}'s changes failed: {done.stderr.strip()[-300:]}")
     # bwrap made this mount point in the upper dir; it is not part of the sandbox's content.
     try:
         (dest / IPC_MOUNT.lstrip("/")).rmdir()

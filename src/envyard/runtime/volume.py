@@ -125,53 +125,105 @@ class SandboxVolume:
                 if e.errno == errno.EEXIST:
                     return
 
-    def release(self) -> bool:
-        """Unmount the volume (gc, when no sandbox uses it). True if it was mounted."""
+    def close(self) -> None:
+        """Let go of the volume's directory (an open descriptor keeps the volume from being unmounted)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
         self._checked = False
+
+    def __enter__(self) -> "SandboxVolume":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def release(self) -> bool:
+        """Unmount the volume (gc): refused by the kernel while a sandbox or an envyard process uses it.
+        True if it was unmounted."""
+        self.close()
         if not os.path.ismount(self.root):
             return False
         with open(self._lock_path, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             subprocess.run(["umount", str(self.root)], capture_output=True)
-        return not os.path.ismount(self.root)
+        return not os.path.ismount(self.root)  # (umount fails with EBUSY while it is in use)
 
     # ---- one sandbox's space -----------------------------------------------------------------------------
+    #
+    # <volume>/<sandbox id>/ is a plain directory holding the sandbox's subvolume; reset() swaps in a fresh one
+    # (g1, g2, ...) so that the old one, still in use by the dying overlay, is deleted in the background
+    # without its bytes counting against the new one's quota.
 
     def create(self, sandbox_id: str, limit: int) -> Path:
         """A fresh subvolume for one sandbox, capped at `limit` bytes; returns its path."""
         self.ensure()
-        fcntl.ioctl(self._fd, _SUBVOL_CREATE, _vol_args(sandbox_id))
-        path = self.root / sandbox_id
-        sub = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        parent = self.root / sandbox_id
+        parent.mkdir(exist_ok=True)
+        taken = {p.name for p in parent.iterdir()}
+        name = next(f"g{i}" for i in range(len(taken) + 1) if f"g{i}" not in taken)
+        fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            fcntl.ioctl(sub, _QGROUP_LIMIT, bytearray(struct.pack("6Q", 0, _LIMIT_MAX_RFER, limit, 0, 0, 0)))
+            fcntl.ioctl(fd, _SUBVOL_CREATE, _vol_args(name))
+            sub = os.open(parent / name, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                fcntl.ioctl(sub, _QGROUP_LIMIT, bytearray(struct.pack("6Q", 0, _LIMIT_MAX_RFER, limit, 0, 0, 0)))
+            finally:
+                os.close(sub)
         except OSError:
-            os.close(sub)
-            self.remove(sandbox_id)
+            self._destroy(parent, fd, name)
             raise
-        os.close(sub)
-        return path
+        finally:
+            os.close(fd)
+        return parent / name
 
-    def remove(self, sandbox_id: str) -> None:
-        """Delete a sandbox's subvolume, whatever it holds (btrfs reclaims the blocks in the background)."""
-        if not (self.root / sandbox_id).exists():
+    def remove(self, sandbox_id: str, subvolume: Path | None = None) -> None:
+        """Delete one of a sandbox's subvolumes, or all of them and its directory, whatever they hold (btrfs
+        reclaims the blocks in the background)."""
+        parent = self.root / sandbox_id
+        if not parent.is_dir():
             return
-        self.ensure()
+        fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            fcntl.ioctl(self._fd, _SNAP_DESTROY, _vol_args(sandbox_id))
+            for name in [subvolume.name] if subvolume else os.listdir(parent):
+                self._destroy(parent, fd, name)
+        finally:
+            os.close(fd)
+        if subvolume is None:
+            try:
+                parent.rmdir()
+            except OSError:
+                pass  # a create raced us; gc comes back for it
+
+    @staticmethod
+    def _destroy(parent: Path, parent_fd: int, name: str) -> None:
+        try:
+            fcntl.ioctl(parent_fd, _SNAP_DESTROY, _vol_args(name))
         except FileNotFoundError:
             pass
+        except OSError as e:  # not a subvolume (a stray file or directory): an ordinary delete
+            if e.errno not in (errno.EINVAL, errno.ENOTTY, errno.EPERM):
+                raise
+            subprocess.run(["rm", "-rf", "--one-file-system", str(parent / name)], check=False)
 
-    def subvolumes(self) -> list[str]:
+    def current(self, sandbox_id: str) -> Path | None:
+        """The newest subvolume of a sandbox (for processes that are not its owner)."""
+        parent = self.root / sandbox_id
+        try:
+            names = [p.name for p in parent.iterdir() if p.name[1:].isdigit()]
+        except OSError:
+            return None
+        return parent / max(names, key=lambda n: int(n[1:])) if names else None
+
+    def sandbox_ids(self) -> list[str]:
+        """Sandboxes with space on the volume (none when it is not mounted)."""
         if not os.path.ismount(self.root):
             return []
         return [p.name for p in self.root.iterdir()]
 
     def clear_stale_quota_groups(self) -> int:
         """Drop the quota groups of deleted subvolumes (btrfs keeps them). Returns how many went."""
+        self.ensure()
         out = subprocess.run(["btrfs", "qgroup", "show", str(self.root)], capture_output=True, text=True).stdout
         n = 0
         for line in out.splitlines():

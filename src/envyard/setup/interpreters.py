@@ -22,6 +22,8 @@ from ..errors import EnvyardError
 from ..store import ImageConfig
 from ..yard import Yard
 
+SETUP_DISK = "64G"  # what one setup step may write (an ML stack with its compiled parts), where disks are limited
+
 TOOLS_BIN = "/opt/envyard/bin"
 # What a Debian setup base adds to debootstrap's minbase: the interpreter, venv, headers and a toolchain.
 DEBIAN_PACKAGES = ("python3", "python3-venv", "python3-dev", "build-essential", "pkg-config", "ca-certificates",
@@ -120,7 +122,8 @@ def setup_base(yard: Yard, interp: Interpreter, on_progress: Callable[[str], Non
         say(f"building the {interp.provider} setup base (once per store)")
         base = yard.pull(interp.base, on_progress=lambda m: say(f"{interp.base}: {m}"))
         track = track or (lambda _sb, _alive: None)
-        with yard.sandbox(base, network="host", workdir="/") as sb:
+        limits = {"disk": SETUP_DISK} if yard.can_limit_disk else None
+        with yard.sandbox(base, network="host", workdir="/", limits=limits) as sb:
             track(sb, True)
             sb.upload(uv_binary(), f"{TOOLS_BIN}/uv")
             for cmd in interp.base_commands():

@@ -34,7 +34,7 @@ from ..store import Image
 from ..yard import Sandbox, Yard
 from . import importscan
 from .evidence import Evidence
-from .interpreters import Interpreter, minor, setup_base
+from .interpreters import SETUP_DISK, Interpreter, minor, setup_base
 from .plan import (APT_INSTALL, ENV, INSTALL, VENV, Candidate, Recipe, Step, apt_packages, apt_step, cutoff_of, plan,
                    source_date)
 from .repairs import Fix, diagnose
@@ -60,7 +60,8 @@ def host_trust() -> tuple[dict[str, str], dict[str, str]]:
 def setup_sandbox(yard: Yard, image: Image, cache: Path) -> Sandbox:
     """A sandbox for setup work: network on, the shared uv download cache, the machine's CA bundle."""
     ro, _ = host_trust()
-    return yard.sandbox(image, network="host", workdir="/", binds={str(cache): UV_CACHE}, ro_binds=ro)
+    limits = {"disk": SETUP_DISK} if yard.can_limit_disk else None
+    return yard.sandbox(image, network="host", workdir="/", binds={str(cache): UV_CACHE}, ro_binds=ro, limits=limits)
 
 
 def setup_env(extra: dict[str, str] | None = None) -> dict[str, str]:
