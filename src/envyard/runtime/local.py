@@ -91,6 +91,8 @@ class LocalBackend(Backend):
     def check(self) -> dict:
         return {"backend": self.name, "bwrap": self.bwrap, "cgroups": self.cgroups.mode,
                 "cgroups_note": self.cgroups.reason, "root": os.geteuid() == 0,
+                "seccomp": f"filter of {len(seccomp.filter_program()) // 8} BPF instructions",
+                "user_namespace": "identity map; capabilities count only inside" if USER_NAMESPACE else "off",
                 "disk_limits": self.volume.available() or "btrfs volume with a quota per sandbox"}
 
     def writable_dir(self, sandbox_id: str, limits: Limits) -> Path | None:
