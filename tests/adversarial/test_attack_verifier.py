@@ -291,3 +291,40 @@ def test_killing_the_sandbox_ends_the_episode_with_a_score_not_a_mask(yard, solv
         assert r == reward
     finally:
         env.close()
+
+
+# ---- emptying a carried directory that holds the verifier's tools ---------------------------------------------
+
+BASH_VERIFIER = ("#!/bin/bash\nmkdir -p /logs/verifier\n"
+                 "if [ \"$(cat /app/answer.txt 2>/dev/null)\" = 42 ]; then echo 1; else echo 0; fi"
+                 " > /logs/verifier/reward.txt\n")
+
+
+EMPTY_USR_BIN = {
+    "deleted": "cp -a /usr/bin /tmp/b && rm -rf /usr/bin",
+    "emptied": "cp -a /usr/bin /tmp/b && rm -rf /usr/bin && /tmp/b/mkdir /usr/bin && /tmp/b/cp /tmp/b/true /usr/bin/mine",
+}
+
+
+@pytest.mark.parametrize("how", list(EMPTY_USR_BIN))
+def test_emptying_a_system_dir_scores_zero_instead_of_crashing_the_verifier(yard, tmp_path, how):
+    """`rm -rf /usr/bin` in a task that carries /usr: a deleted or opaque /usr/bin would hide bash and python3
+    from the verifier, whose crash would be a masked infrastructure error."""
+    root = make_task(tmp_path / "t", tests=BASH_VERIFIER, verifier_extra='carry = ["/app", "/usr"]')
+    ep = episode(yard, root, EMPTY_USR_BIN[how])
+    assert (ep.reward, ep.infra_error) == (0.0, None), ep
+    ok = episode(yard, root, "echo 42 > /app/answer.txt && " + EMPTY_USR_BIN[how])
+    assert (ok.reward, ok.infra_error) == (1.0, None), ok  # the tools show through
+
+
+def test_emptying_a_system_dir_crashes_the_verifier_without_the_filter(yard, tmp_path, no_filter):
+    root = make_task(tmp_path / "t", tests=BASH_VERIFIER, verifier_extra='carry = ["/app", "/usr"]')
+    assert episode(yard, root, EMPTY_USR_BIN["deleted"]).infra_error == "verifier_crashed"
+
+
+def test_emptying_the_workdir_still_deletes_its_files(yard, tmp_path):
+    root = make_task(tmp_path / "t", files={"old.txt": "old\n"},
+                     tests="#!/bin/bash\nmkdir -p /logs/verifier\n[ -e /app/old.txt ] && echo 0 > /logs/verifier/reward.txt"
+                           " || echo 1 > /logs/verifier/reward.txt\n")
+    assert episode(yard, root, "true").reward == 0.0
+    assert episode(yard, root, "cd / && rm -rf /app && mkdir /app").reward == 1.0

@@ -28,6 +28,7 @@ Removing an entry from the carried layer restores the image's version of it (or 
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import stat
@@ -262,16 +263,13 @@ def filter_carried(layer: Path, lowers: list[Path], protected: list[str], result
             full = os.path.join(dirpath, name)
             path = rel_dir.rstrip("/") + "/" + name
             st = os.lstat(full)
+            if (is_whiteout(st) or stat.S_ISDIR(st.st_mode) and _is_opaque(full)) \
+                    and _protected_within(path, lowers, protected, below_only=True):
+                _delete_around_protected(full, path, lowers, protected)
+                result.drop(f"{path} (deleted or emptied, but holds protected files, which stay)")
+                st = os.lstat(full)
             reason = _drop_reason(path, name, full, st, rel_dir, bool(package), lowers, protected)
             if reason is None:
-                continue
-            if reason == "opaque":  # keep the directory, lose the mark that hid the image's files in it
-                for x in OPAQUE_XATTRS:
-                    try:
-                        os.removexattr(full, x)
-                    except OSError:
-                        pass
-                result.drop(path + "/ (opaque)")
                 continue
             remove_tree(Path(full))
             result.drop(f"{path} ({reason})")
@@ -281,7 +279,7 @@ def filter_carried(layer: Path, lowers: list[Path], protected: list[str], result
 
 def _drop_reason(path: str, name: str, full: str, st: os.stat_result, rel_dir: str, in_package: bool,
                  lowers: list[Path], protected: list[str]) -> str | None:
-    """Why this carried entry must not reach the verifier, or None to keep it. ("opaque": keep it, unmarked.)"""
+    """Why this carried entry must not reach the verifier, or None to keep it."""
     if any(path == d or path.startswith(d + "/") for d in NEVER_CARRIED):
         return "not carried"
     if is_whiteout(st):
@@ -303,14 +301,80 @@ def _drop_reason(path: str, name: str, full: str, st: os.stat_result, rel_dir: s
     in_image = _image_entry(path, lowers) is not None
     if not in_image and (name in RUNNER_CONFIGS or (not in_package and name.split(".", 1)[0] in SHADOW_MODULES)):
         return "shadows a module or test config"
-    if _matches(path, protected):
-        if stat.S_ISDIR(st.st_mode):
-            return "opaque" if any(_has_xattr(full, x) for x in OPAQUE_XATTRS) else None
-        if in_image:
-            return "replaces a protected file"
+    if _matches(path, protected) and in_image and not stat.S_ISDIR(st.st_mode):
+        return "replaces a protected file"
     if rel_dir in SHADOWING_DIRS and any(_image_entry(f"{d}/{name}", lowers) for d in SYSTEM_BIN_DIRS):
         return "shadows a system command"
     return None
+
+
+def _is_opaque(path: str) -> bool:
+    return any(_has_xattr(path, x) for x in OPAQUE_XATTRS)
+
+
+def _delete_around_protected(full: str, path: str, lowers: list[Path], protected: list[str]) -> None:
+    """The agent deleted or emptied a directory of the image (a whiteout, or an opaque directory: `rm -rf d`,
+    `rm -rf d && mkdir d`) that holds protected files. Hidden, they would be missing for the verifier (its
+    tools: a verifier that cannot start is a masked infrastructure error). Rewrite it as a plain directory with
+    one whiteout per image entry that is neither protected nor recreated: the agent's deletions still count,
+    the protected files show through."""
+    if is_whiteout(os.lstat(full)):
+        os.unlink(full)
+        os.mkdir(full)
+        image_dir = os.lstat(_image_entry(path, lowers))
+        os.chown(full, image_dir.st_uid, image_dir.st_gid)
+        os.chmod(full, stat.S_IMODE(image_dir.st_mode))
+    for x in OPAQUE_XATTRS:
+        with contextlib.suppress(OSError):
+            os.removexattr(full, x)
+    present = set(os.listdir(full))
+    for name in _image_children(path, lowers):
+        child, child_path = os.path.join(full, name), f"{path.rstrip('/')}/{name}"
+        if name in present:
+            if os.path.isdir(child) and not os.path.islink(child):
+                os.setxattr(child, OPAQUE_XATTRS[0], b"y")  # recreated: it must not merge with the image's
+        elif _matches(child_path, protected):
+            continue  # shows through
+        elif _protected_within(child_path, lowers, protected):
+            os.mknod(child, stat.S_IFCHR, os.makedev(0, 0))
+            _delete_around_protected(child, child_path, lowers, protected)
+        else:
+            os.mknod(child, stat.S_IFCHR, os.makedev(0, 0))
+
+
+def _image_children(path: str, lowers: list[Path]) -> set[str]:
+    """Names in the image's directory `path`, merged over its layers as overlayfs would."""
+    rel = path.strip("/")
+    parts = rel.split("/") if rel else []
+    names: set[str] = set()
+    gone: set[str] = set()
+    for layer in reversed(lowers):
+        d = layer / rel
+        try:
+            if not stat.S_ISDIR(os.lstat(d).st_mode):
+                break
+        except OSError:
+            if _hides_below(layer, [*parts, ""]):  # an ancestor here hides the lower layers' directory
+                break
+            continue
+        for entry in os.scandir(d):
+            if entry.name in gone or entry.name in names:
+                continue
+            (gone if is_whiteout(entry.stat(follow_symlinks=False)) else names).add(entry.name)
+        if _is_opaque(str(d)):
+            break
+    return names
+
+
+def _protected_within(path: str, lowers: list[Path], protected: list[str], below_only: bool = False) -> bool:
+    """True if the image's `path` (unless `below_only`), or anything the image has beneath it, matches a
+    protected pattern."""
+    if not below_only and _matches(path, protected):
+        return True
+    entry = _image_entry(path, lowers)
+    if entry is None or not stat.S_ISDIR(os.lstat(entry).st_mode):
+        return False
+    return any(_protected_within(f"{path}/{n}", lowers, protected) for n in _image_children(path, lowers))
 
 
 def _points_into_verifier(path: str, link: str) -> bool:
