@@ -668,7 +668,7 @@ class Bench:
                 drain_background_cleanup()
             return go
 
-        raw, full = "raw bwrap floor (debian)", "envyard, all defences"
+        raw, full = "raw bwrap floor (debian, this section)", "envyard, all defences"
         variants = {full: variant(), "envyard, without seccomp (relaxed)": variant(security="relaxed"),
                     "envyard, without kernel path masks": variant("masks"),
                     "envyard, without user namespace": variant("userns"),
