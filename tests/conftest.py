@@ -57,6 +57,23 @@ def sb(yard, host):
         yield s
 
 
+class Scripted:
+    """A policy that types fixed commands, then submits."""
+
+    name = "scripted"
+
+    def __init__(self, *commands):
+        self.commands = list(commands)
+
+    def start(self, task, instruction):
+        self.queue = list(self.commands)
+
+    def act(self, observation):
+        from envyard.envs import SUBMIT
+
+        return self.queue.pop(0) if self.queue else SUBMIT
+
+
 def sandbox_processes(sandbox) -> list[int]:
     """Host pids still running in a sandbox's pid namespace."""
     return procinfo.pids_in_namespace(sandbox._h.pid_ns)

@@ -12,6 +12,8 @@ from envyard.envs import (SUBMIT, NoopPolicy, OraclePolicy, ReplayPolicy, Termin
                           load_task, run_episode, run_rollouts)
 from envyard.envs.task import TaskError
 
+from conftest import Scripted
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "tasks"
 
 # A verifier that trusts python3 and writes its reward file from Python.
@@ -38,19 +40,6 @@ def make_task(root: Path, name="answer", toml_extra="", tests=PY_VERIFIER, setup
         (root / "environment").mkdir()
         (root / "environment" / "setup.sh").write_text(setup)
     return root
-
-
-class Scripted:
-    name = "scripted"
-
-    def __init__(self, *commands):
-        self.commands = list(commands)
-
-    def start(self, task, instruction):
-        self.queue = list(self.commands)
-
-    def act(self, observation):
-        return self.queue.pop(0) if self.queue else SUBMIT
 
 
 # ---- task validation ----------------------------------------------------------------------------------------

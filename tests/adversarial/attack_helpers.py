@@ -1,12 +1,10 @@
-"""Shared pieces of the attack tests: a host fingerprint, a scripted policy, synthetic tasks."""
+"""Shared pieces of the attack tests: a host fingerprint and synthetic tasks."""
 
 from __future__ import annotations
 
 import hashlib
 import textwrap
 from pathlib import Path
-
-from envyard.envs import SUBMIT
 
 # Sysctls an escape would touch, and files an escape or a leaked write would change.
 FINGERPRINT_SYSCTLS = (
@@ -32,21 +30,6 @@ def host_fingerprint() -> dict:
         except OSError:
             found[path] = None
     return found
-
-
-class Scripted:
-    """A policy that types fixed commands, then submits."""
-
-    name = "scripted"
-
-    def __init__(self, *commands):
-        self.commands = list(commands)
-
-    def start(self, task, instruction):
-        self.queue = list(self.commands)
-
-    def act(self, observation):
-        return self.queue.pop(0) if self.queue else SUBMIT
 
 
 # The verifier of the synthetic tasks: reward 1 only when /app/answer.txt holds 42.

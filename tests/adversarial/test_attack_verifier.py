@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from adversarial.attack_helpers import ANSWER_VERIFIER, Scripted, make_task
+from adversarial.attack_helpers import ANSWER_VERIFIER, make_task
+from conftest import Scripted
 from envyard.envs import load_task, run_episode, TerminalEnv
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tasks"

@@ -348,10 +348,14 @@ def _upload_file(name, host_dir: int | None, dest_dir: int, dest_name: str, st: 
         os.close(src)
 
 
-def _upload_tree(host: int, dest: int, where: _Where, depth: int) -> None:
+def _check_depth(where: "_Where", depth: int) -> None:
     if depth > MAX_DEPTH:
         raise BadInput(f"{where.path}: the tree is nested more than {MAX_DEPTH} levels deep",
                        fix="copy a shallower tree, or pack it with exec (tar) first")
+
+
+def _upload_tree(host: int, dest: int, where: _Where, depth: int) -> None:
+    _check_depth(where, depth)
     base = where.path
     with os.scandir(host) as entries:
         for entry in entries:
@@ -476,9 +480,7 @@ def _download_file(src: int, host_dir: int, name: str, shown: str, host_shown: s
 
 
 def _download_tree(src: int, host: int, host_shown: str, where: _Where, depth: int, budget: _Budget) -> None:
-    if depth > MAX_DEPTH:
-        raise BadInput(f"{where.path}: the tree is nested more than {MAX_DEPTH} levels deep",
-                       fix="copy a shallower tree, or pack it with exec (tar) first")
+    _check_depth(where, depth)
     base = where.path
     with os.scandir(src) as entries:
         for entry in entries:
