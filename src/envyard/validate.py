@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from .errors import BadInput
+from .runtime.backend import SECURITY_LEVELS
 from .runtime.holder import check_env
 from .runtime.limits import Limits
 from .runtime.result import MAX_OUTPUT_CEILING
@@ -178,3 +179,10 @@ def sandbox_options(*, network, limits, env, workdir, binds, ro_binds, networks)
             if not exists or not inside.startswith("/"):
                 raise BadInput(f"{name} {host} -> {inside}: needs {need} and an absolute path inside",
                                fix=f"map {need} to a path starting with /")
+
+
+def security(level: object) -> str:
+    if level not in SECURITY_LEVELS:
+        raise BadInput(f"unknown security level {level!r}",
+                       fix="use 'default', or 'relaxed' to drop the seccomp filter (see docs/security.md)")
+    return level

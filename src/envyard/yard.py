@@ -17,19 +17,12 @@ from .runtime import files
 from .runtime.backend import SandboxSpec
 from .runtime.holder import IPC_MOUNT
 from .runtime.limits import Limits
-from .runtime.local import SECURITY_LEVELS, LocalBackend, LocalSandbox, LocalShell
+from .runtime.local import LocalBackend, LocalSandbox, LocalShell
 from .runtime.result import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_SPILL, ExecResult
 from .runtime.warm import WarmPool
 from .store import Image, Store, parse_image_name
 
 NETWORKS = ("none", "host")
-
-
-def check_security(level: str) -> str:
-    if level not in SECURITY_LEVELS:
-        raise BadInput(f"unknown security level {level!r}",
-                       fix="use 'default', or 'relaxed' to drop the seccomp filter (see docs/security.md)")
-    return level
 
 
 class Yard:
@@ -108,7 +101,7 @@ class Yard:
         img = self.image(image)
         spec = SandboxSpec(image=img, network=network, limits=Limits.coerce(limits), env=env or {}, workdir=workdir,
                            binds=tuple(sorted((binds or {}).items())), ro_binds=tuple(sorted((ro_binds or {}).items())),
-                           security=check_security(security))
+                           security=validate.security(security))
         pool = self._pools.get(_pool_key(spec))
         handle = pool.take() if pool else None
         sb = Sandbox(self, handle or self.backend.create(spec))
@@ -126,7 +119,7 @@ class Yard:
                                  networks=NETWORKS)
         img = self.image(image)
         spec = SandboxSpec(image=img, network=network, limits=Limits.coerce(limits), env=env or {}, workdir=workdir,
-                           security=check_security(security))
+                           security=validate.security(security))
         key = _pool_key(spec)
         old = self._pools.pop(key, None)
         if old:

@@ -9,7 +9,6 @@ import sys
 import uuid
 from pathlib import Path
 
-import pytest
 
 import envyard
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 import threading
 from pathlib import Path
 from typing import Optional

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import sys
 import time
@@ -48,14 +47,14 @@ def _fail(e: EnvyardError, code: int | None = None) -> None:
 def _spec(yard, image: str, network: str, limits: Limits, env: dict, workdir: str | None, security: str):
     """Validate sandbox options the way Yard.sandbox does, for the commands that attach a terminal."""
     from ..runtime.backend import SandboxSpec
-    from ..yard import check_security
+    from .. import validate
 
     if network not in ("none", "host"):
         raise BadInput(f"unknown network policy {network!r}", fix="use 'none' (default) or 'host'")
     if workdir is not None and not workdir.startswith("/"):
         raise BadInput(f"workdir must be an absolute path, not {workdir!r}")
     return SandboxSpec(image=yard.image(image), network=network, limits=limits, env=env, workdir=workdir,
-                       security=check_security(security))
+                       security=validate.security(security))
 
 
 def _strip_dashes(cmd: list[str]) -> list[str]:

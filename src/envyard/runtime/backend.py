@@ -28,6 +28,10 @@ class Capabilities:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
+# "default": the seccomp filter and masked kernel files; "relaxed": no seccomp filter (docs/security.md).
+SECURITY_LEVELS = ("default", "relaxed")
+
+
 @dataclass
 class SandboxSpec:
     """Everything needed to start one sandbox."""
@@ -41,8 +45,7 @@ class SandboxSpec:
     # the setup engine uses it for a shared package-download cache.
     binds: tuple[tuple[str, str], ...] = ()
     ro_binds: tuple[tuple[str, str], ...] = ()  # the same, read-only (files or directories)
-    # "default": the seccomp filter and masked kernel files; "relaxed": no seccomp filter (docs/security.md).
-    security: str = "default"
+    security: str = "default"  # one of SECURITY_LEVELS
 
 
 class SandboxHandle(abc.ABC):

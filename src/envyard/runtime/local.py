@@ -53,7 +53,6 @@ NO_PROCESS_EXIT = 254  # the holder's answer when it cannot fork a runner for a 
 TIMEOUT_EXIT = 124  # what `envyard run --timeout` exits with, as coreutils' timeout does
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BWRAP_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
-SECURITY_LEVELS = ("default", "relaxed")  # relaxed: no seccomp filter (see docs/security.md)
 USER_NAMESPACE = True  # sandboxes run in a user namespace (benchmarks switch it off to measure its cost)
 
 
@@ -663,7 +662,7 @@ def copy_upper(store: Store, upper: Path, pid_ns: int, init_pid: int) -> Path:
         thaw(stopped)
     if done.returncode != 0:
         store.discard_dir(dest)
-        raise SandboxError(f"snapshot of {upper.parent.name}'s changes failed: {done.stderr.strip()[-300:]}")
+        raise SandboxError(f"snapshot of {upper} failed: {done.stderr.strip()[-300:]}")
     # bwrap made this mount point in the upper dir; it is not part of the sandbox's content.
     try:
         (dest / IPC_MOUNT.lstrip("/")).rmdir()
