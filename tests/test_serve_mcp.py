@@ -148,7 +148,7 @@ def test_errors_are_tool_errors(home):
     async def go():
         async with session(home) as (s, _):
             r = await s.call_tool("read_file", {"path": "/app/missing.txt"})
-            assert is_error(r) and "no such file" in text(r) and "/app/missing.txt" in text(r)
+            assert is_error(r) and "does not exist" in text(r) and "/app/missing.txt" in text(r)
             r = await s.call_tool("read_file", {"path": "../../../.."})
             assert is_error(r) and "outside the sandbox" in text(r)
             r = await s.call_tool("read_file", {"path": "/bin/sh"})

@@ -26,7 +26,7 @@ from typing import Callable
 
 from . import janitor, procinfo
 from .runtime.cgroups import Cgroups
-from .bases.host import release_host_root_view
+from .bases.host import prune_host_masks, release_host_root_view
 from .runtime.volume import SandboxVolume
 from .store import SandboxRecord, Store
 from .store.store import build_dir_builder_alive
@@ -217,6 +217,7 @@ def _collect(store: Store, volume: SandboxVolume) -> dict:
     report["trash"] = store.empty_trash()
     # The host view mount is cheap to remake, so an idle store keeps no mounts at all.
     report["host_view_unmounted"] = release_host_root_view(store)
+    report["old_host_masks"] = prune_host_masks(store)
     if volume.sandbox_ids():
         volume.clear_stale_quota_groups()
     # The volume stays mounted while a sandbox or an envyard process uses it (the unmount would be refused).

@@ -119,3 +119,23 @@ def test_mask_spec_lists_ssh_keys_and_engines_that_exist(monkeypatch, tmp_path):
     spec = hostmask.mask_spec(tmp_path / "store")
     assert spec["removed"] == [str(keys / "ssh_host_rsa_key").lstrip("/")]
     assert "root" in spec["hidden"] and "tmp" in spec["hidden"]
+
+
+def test_gc_drops_masks_of_an_earlier_machine_state(tmp_path, monkeypatch):
+    from envyard.bases import host as host_mod
+
+    yard = envyard.Yard(tmp_path / "home")
+    try:
+        with yard.sandbox("host") as sb:
+            sb.exec("true")
+        masks = yard.store.home / "host" / "masks"
+        old = masks / "0123456789abcdef"
+        old.mkdir()
+        os.utime(old, (1, 1))  # made long ago
+        current = sorted(p.name for p in masks.iterdir() if p != old)
+        report = yard.gc()
+        assert report["old_host_masks"] == [old.name]
+        assert sorted(p.name for p in masks.iterdir()) == current
+    finally:
+        yard.close()
+        yard.gc()

@@ -16,6 +16,7 @@ import contextlib
 import fcntl
 import os
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from typing import Iterator
@@ -164,6 +165,32 @@ def release_host_root_view(store: Store) -> bool:
                     subprocess.run(["umount", "-l", str(d)], check=False, capture_output=True)
                     done = True
     return done
+
+
+MASK_KEEP_SECONDS = 600  # a mask younger than this may have been resolved by a create not yet recorded
+
+
+def prune_host_masks(store: Store) -> list[str]:
+    """Delete mask directories other than the current one (gc): the machine changed since they were made.
+    Only when no sandbox stands on the host view and no create holds it, and only old ones."""
+    masks = store.home / "host" / "masks"
+    if not masks.is_dir():
+        return []
+    rows = store.db.query("SELECT path FROM layers WHERE id=?", (HOST_MASK_LAYER,))
+    current = rows[0]["path"] if rows else None
+    pruned = []
+    with open(masks.parent / ".use", "a") as use:
+        try:
+            fcntl.flock(use, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return []
+        if any(HOST_ROOT_LAYER in r.layers for r in store.sandboxes()):
+            return []
+        for d in masks.iterdir():
+            if str(d) != current and time.time() - d.stat().st_mtime > MASK_KEEP_SECONDS:
+                store.discard_dir(d)
+                pruned.append(d.name)
+    return pruned
 
 
 def _mount(args: list[str]) -> None:

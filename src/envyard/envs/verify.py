@@ -8,11 +8,8 @@ with the image's own tools.
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..errors import EnvyardError
 from ..store import Image
@@ -119,12 +116,13 @@ def verify(yard: Yard, task: Task, image: Image, agent: Sandbox) -> Verdict:
     try:
         with yard.sandbox(view, network=task.verifier_network, limits=task.limits, workdir="/",
                           env=VERIFIER_ENV) as v:
-            # One exec prepares /logs and unpacks the tests (each exec costs a few ms).
-            prep = v.exec(["/bin/sh", "-c", "rm -rf /tests /logs && mkdir -p /tests /logs/verifier /logs/agent"
-                           " && tar -x -f - -C /tests"], stdin=_tar_of(task.tests_dir), max_output=1 << 16)
+            # /tests and /logs are never carried; the tests are copied in by the owner, not by a program inside.
+            prep = v.exec(["/bin/sh", "-c", "rm -rf /tests /logs && mkdir -p /tests /logs/verifier /logs/agent"],
+                          max_output=1 << 16)
             if prep.exit_code != 0:
                 return Verdict(None, infra_error=INFRA_VERIFIER_CRASH, **dropped,
-                               infra_detail=f"could not install the tests: {prep.stderr.strip()[-300:]}")
+                               infra_detail=f"could not prepare /tests and /logs: {prep.stderr.strip()[-300:]}")
+            v.upload(task.tests_dir, "/tests")
             command = ("bash /tests/test.sh" if (task.tests_dir / "test.sh").is_file()
                        else "python3 -m unittest discover -s /tests -p 'test*.py'")
             r = v.exec(command, cwd="/tests", timeout=task.verifier_timeout, max_output=64_000)
@@ -142,13 +140,6 @@ def verify(yard: Yard, task: Task, image: Image, agent: Sandbox) -> Verdict:
         return Verdict(None, infra_error=INFRA_VERIFIER_CRASH, infra_detail=str(e), **dropped)
     finally:
         store.remove_layer(layer.id)
-
-
-def _tar_of(directory: Path) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(directory, arcname=".")
-    return buf.getvalue()
 
 
 def _read_reward(v: Sandbox, exit_code: int) -> tuple[float | None, dict]:

@@ -35,7 +35,7 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel, Field
 
-from ..errors import BadInput, EnvyardError
+from ..errors import BadInput, EnvyardError, FileTooLarge, NotRegularFile
 
 try:  # mcp 2.x
     from mcp.server.mcpserver import MCPServer as _ServerClass
@@ -154,18 +154,13 @@ class McpEpisode:
             self._check_open()
             sb = self.env.sandbox
             target = sb._path(path)  # resolved (relative to the workdir) for messages; raises PathOutsideSandbox
-            size = sb.exec(["stat", "-L", "-c", "%s %F", "--", target], timeout=30)
-            if size.exit_code != 0:
-                if "No such file" in size.stderr:
-                    raise FileNotFoundError(f"no such file: {target}")
-                raise EnvyardError(f"cannot read {target}: {size.stderr.strip()}")
-            nbytes, _, kind = size.stdout.strip().partition(" ")
-            if kind == "directory":
-                raise EnvyardError(f"{target} is a directory", fix="list it with bash, e.g. `ls -la`")
-            if nbytes.isdigit() and int(nbytes) > MAX_READ_BYTES:
-                raise EnvyardError(f"{target} is {int(nbytes)} bytes, more than read_file returns "
-                                   f"({MAX_READ_BYTES} bytes)", fix="read parts of it with bash (head, tail, sed -n)")
-            data = sb.read_file(target)
+            try:  # read by the owner, capped, never through the sandbox's own programs
+                data = sb.read_file(target, max_bytes=MAX_READ_BYTES)
+            except FileTooLarge as e:
+                raise EnvyardError(f"{target} is {e.size} bytes, more than read_file returns ({MAX_READ_BYTES} bytes)",
+                                   fix="read parts of it with bash (head, tail, sed -n)") from None
+            except NotRegularFile as e:
+                raise EnvyardError(e.message, fix="look at it with bash, e.g. `ls -la`") from None
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
