@@ -121,9 +121,7 @@ def test_mask_spec_lists_ssh_keys_and_engines_that_exist(monkeypatch, tmp_path):
     assert "root" in spec["hidden"] and "tmp" in spec["hidden"]
 
 
-def test_gc_drops_masks_of_an_earlier_machine_state(tmp_path, monkeypatch):
-    from envyard.bases import host as host_mod
-
+def test_gc_drops_masks_of_an_earlier_machine_state(tmp_path):
     yard = envyard.Yard(tmp_path / "home")
     try:
         with yard.sandbox("host") as sb:
