@@ -1,7 +1,9 @@
 """envyard: executable environments for agents — verified images and fast, isolated, forkable sandboxes."""
 
-from .errors import (BadInput, BaseBuildError, EnvyardError, FileTooLarge, HostUnsupported, ImageNotFound, NotFound,
-                     NotRegularFile, PathOutsideSandbox, SandboxClosed, SandboxDied, SandboxError, SandboxNotFound, StoreError)
+from .errors import (BadInput, BaseBuildError, DigestMismatch, EnvyardError, FileTooLarge, HostUnsupported, ImageNotFound,
+                     NotFound, NotRegularFile, PathOutsideSandbox, PlatformNotFound, RegistryAuthError, RegistryError,
+                     RegistryUnreachable, RemoteImageNotFound, SandboxClosed, SandboxDied, SandboxError, SandboxNotFound,
+                     StoreError, UnsafeLayer, UnsupportedImage)
 from .runtime.limits import Limits
 from .runtime.result import ExecResult
 from .store import Image, ImageConfig
@@ -11,7 +13,9 @@ from .aio import AsyncSandbox, AsyncShell, AsyncYard
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncSandbox", "AsyncShell", "AsyncYard", "BadInput", "BaseBuildError", "EnvyardError", "ExecResult", "FileTooLarge", "HostUnsupported", "Image", "ImageConfig",
-    "ImageNotFound", "Limits", "NotFound", "NotRegularFile", "PathOutsideSandbox", "Sandbox", "SandboxClosed", "SandboxDied",
-    "SandboxError", "SandboxNotFound", "StoreError", "Yard", "__version__",
+    "AsyncSandbox", "AsyncShell", "AsyncYard", "BadInput", "BaseBuildError", "DigestMismatch", "EnvyardError", "ExecResult",
+    "FileTooLarge", "HostUnsupported", "Image", "ImageConfig", "ImageNotFound", "Limits", "NotFound", "NotRegularFile",
+    "PathOutsideSandbox", "PlatformNotFound", "RegistryAuthError", "RegistryError", "RegistryUnreachable",
+    "RemoteImageNotFound", "Sandbox", "SandboxClosed", "SandboxDied", "SandboxError", "SandboxNotFound", "StoreError",
+    "UnsafeLayer", "UnsupportedImage", "Yard", "__version__",
 ]

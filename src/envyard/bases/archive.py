@@ -3,11 +3,8 @@
 Every layer is unpacked by the system `tar` (as root, so owners, modes,
 xattrs, device nodes and hard links survive) into a fresh directory supplied
 by the caller. Docker/OCI whiteouts are then rewritten into the kernel
-overlayfs format, so each directory can be used directly as an overlay lower
-dir:
-
-  .wh.<name>    -> character device 0:0 called <name>
-  .wh..wh..opq  -> xattrs user.overlay.opaque=y and trusted.overlay.opaque=y on the containing directory
+overlayfs format (layertar.py), so each directory can be used directly as an
+overlay lower dir.
 
 The archive format is recognised by content, never by file name.
 """
@@ -18,9 +15,7 @@ import contextlib
 import gzip
 import json
 import lzma
-import os
 import shutil
-import stat
 import subprocess
 import tarfile
 import tempfile
@@ -29,34 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
-from envyard.errors import BadInput, BaseBuildError
-
-_MAGICS = {b"\x1f\x8b": "gzip", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
-_MAGIC_LEN = 6
-_TAR_FLAGS = {None: [], "gzip": ["--gzip"], "xz": ["--xz"], "zstd": ["--zstd"]}
-_TAR_EXTRACT = ["tar", "--numeric-owner", "--xattrs", "--xattrs-include=*", "-xp"]
-_CHUNK = 1 << 20
+from envyard.errors import BadInput
+from envyard.layertar import CHUNK, CORRUPT_FIX, MAGIC_LEN, compression_of, convert_whiteouts, untar
 
 # No docker-save layout nests deeper than blobs/sha256/<digest>; a deeper
 # member name proves the archive is a rootfs, so detection can stop early.
 _DOCKER_MAX_DEPTH = 3
 # Errors raised while reading a broken or non-tar archive in Python.
 _READ_ERRORS = (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, gzip.BadGzipFile)
-# tar/decompressor messages that mean the archive itself is bad, not the host.
-_BAD_ARCHIVE_HINTS = (
-    "Unexpected EOF",
-    "does not look like a tar archive",
-    "Skipping to next header",
-    "unexpected end of file",
-    "not in gzip format",
-    "invalid compressed data",
-    "Compressed data is corrupt",
-    "File format not recognized",
-    "Member name contains '..'",
-    "Not a directory",  # a member placed under a non-directory, e.g. through a symlink
-)
-_CORRUPT_FIX = "re-create or re-download the archive (a .tar, .tar.gz, .tar.xz, .tar.zst or `docker save` output)"
-
 ProgressFn = Callable[[str], None]
 
 
@@ -99,7 +74,7 @@ def import_archive(
                 return _import_docker_save(path, compression, fresh_dir, progress)
             return _import_rootfs(path, fresh_dir, progress)
         except _READ_ERRORS as exc:
-            raise BadInput(f"{path} is not a readable tar archive: {exc}", fix=_CORRUPT_FIX) from exc
+            raise BadInput(f"{path} is not a readable tar archive: {exc}", fix=CORRUPT_FIX) from exc
     except BaseException:
         for layer in created:
             shutil.rmtree(layer, ignore_errors=True)
@@ -120,19 +95,9 @@ def _empty_config(source: str) -> dict:
 # --- format detection -------------------------------------------------------
 
 
-def _compression_of(head: bytes) -> str | None:
-    """Compression named by the magic bytes at the start of a stream (None = plain)."""
-    for magic, kind in _MAGICS.items():
-        if head.startswith(magic):
-            if kind == "zstd" and shutil.which("zstd") is None:
-                raise BaseBuildError("zstd is not installed", fix="apt-get install -y zstd")
-            return kind
-    return None
-
-
 def _compression_of_file(path: Path) -> str | None:
     with open(path, "rb") as f:
-        return _compression_of(f.read(_MAGIC_LEN))
+        return compression_of(f.read(MAGIC_LEN))
 
 
 @contextlib.contextmanager
@@ -172,7 +137,7 @@ def _is_docker_save(path: Path, compression: str | None) -> bool:
     if "manifest.json" in names:
         return True
     if not names - {""}:
-        raise BadInput(f"archive is empty: {path}", fix=_CORRUPT_FIX)
+        raise BadInput(f"archive is empty: {path}", fix=CORRUPT_FIX)
     if "index.json" in names and "oci-layout" in names:
         raise BadInput(
             f"{path} is an OCI image layout without manifest.json",
@@ -195,7 +160,7 @@ def _import_rootfs(path: Path, fresh_dir: Callable[[], Path], progress: Progress
     progress(f"extracting rootfs tarball {path.name}")
     layer = fresh_dir()
     with open(path, "rb") as f:
-        _untar(f, layer)
+        untar(f, layer)
     return ImportedImage([layer], _empty_config("rootfs-tar"))
 
 
@@ -213,8 +178,8 @@ def _import_docker_save(
             progress(f"extracting layer {index}/{len(entry['Layers'])}")
             layer = fresh_dir()
             with _member_file(tf, name) as blob:
-                _untar(blob, layer)
-            _convert_whiteouts(layer)
+                untar(blob, layer)
+            convert_whiteouts(layer)
             layers.append(layer)
     return ImportedImage(layers, config)
 
@@ -232,7 +197,7 @@ def _seekable_tar(path: Path, compression: str | None, progress: ProgressFn) -> 
     progress(f"decompressing {path.name}")
     with tempfile.NamedTemporaryFile(prefix="envyard-import-", suffix=".tar") as tmp:
         with _decompressed(path, compression) as stream:
-            shutil.copyfileobj(stream, tmp, _CHUNK)
+            shutil.copyfileobj(stream, tmp, CHUNK)
         tmp.flush()
         yield Path(tmp.name)
 
@@ -247,7 +212,7 @@ def _member_file(tf: tarfile.TarFile, name: str) -> BinaryIO:
         f = tf.extractfile(member)  # follows in-archive symlinks and hard links
         if f is not None:
             return f
-    raise BadInput(f"docker-save archive lacks the file {name!r}", fix=_CORRUPT_FIX)
+    raise BadInput(f"docker-save archive lacks the file {name!r}", fix=CORRUPT_FIX)
 
 
 def _read_json(tf: tarfile.TarFile, name: str):
@@ -255,13 +220,13 @@ def _read_json(tf: tarfile.TarFile, name: str):
         try:
             return json.load(f)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise BadInput(f"{name} in docker-save archive is not valid JSON: {exc}", fix=_CORRUPT_FIX)
+            raise BadInput(f"{name} in docker-save archive is not valid JSON: {exc}", fix=CORRUPT_FIX)
 
 
 def _pick_image(manifest, progress: ProgressFn) -> dict:
     """The first image of manifest.json, checked for the fields we use."""
     if not isinstance(manifest, list) or not manifest:
-        raise BadInput("manifest.json lists no images", fix=_CORRUPT_FIX)
+        raise BadInput("manifest.json lists no images", fix=CORRUPT_FIX)
     entry = manifest[0]
     if not (
         isinstance(entry, dict)
@@ -270,7 +235,7 @@ def _pick_image(manifest, progress: ProgressFn) -> dict:
         and entry["Layers"]
         and all(isinstance(layer, str) for layer in entry["Layers"])
     ):
-        raise BadInput("manifest.json has no usable Config/Layers for its first image", fix=_CORRUPT_FIX)
+        raise BadInput("manifest.json has no usable Config/Layers for its first image", fix=CORRUPT_FIX)
     if len(manifest) > 1:
         tags = ", ".join(entry.get("RepoTags") or []) or "untagged"
         progress(f"archive holds {len(manifest)} images; importing only the first ({tags})")
@@ -292,74 +257,3 @@ def _docker_config(image_config) -> dict:
     labels = raw.get("Labels")
     config["labels"] = dict(labels) if isinstance(labels, dict) else {}
     return config
-
-
-# --- extraction -------------------------------------------------------------
-
-
-def _untar(source: BinaryIO, dest: Path) -> None:
-    """Pipe a (possibly compressed) tar stream into the system tar, unpacking into `dest`.
-
-    GNU tar strips leading '/', refuses '..' members, and creates symlinks
-    with absolute or '..' targets only after everything else is written, so no
-    entry can be written outside `dest`.
-    """
-    head = source.read(_MAGIC_LEN)
-    cmd = [*_TAR_EXTRACT, *_TAR_FLAGS[_compression_of(head)], "-f", "-", "-C", str(dest)]
-    with tempfile.TemporaryFile() as errors:  # a file, so a chatty tar can't block on a full pipe
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=errors, bufsize=0)
-        assert proc.stdin is not None
-        try:
-            try:
-                proc.stdin.write(head)
-                shutil.copyfileobj(source, proc.stdin, _CHUNK)
-            except BrokenPipeError:
-                pass  # tar gave up early; its exit status and stderr say why
-            finally:
-                proc.stdin.close()
-            proc.wait()
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-                proc.wait()
-        if proc.returncode != 0:
-            errors.seek(0)
-            raise _tar_failure(errors.read().decode(errors="replace"), dest)
-
-
-def _tar_failure(stderr: str, dest: Path) -> Exception:
-    """Classify a tar failure: a broken archive is bad input, anything else a build error."""
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    tail = " | ".join(lines[-3:])[-300:] or "no error output"
-    if any(hint in stderr for hint in _BAD_ARCHIVE_HINTS):
-        return BadInput(f"archive is truncated, corrupted or unsafe: {tail}", fix=_CORRUPT_FIX)
-    return BaseBuildError(
-        f"tar failed to unpack a layer into {dest}: {tail}",
-        fix="check free disk space and that the layer directory is writable",
-    )
-
-
-def _convert_whiteouts(layer: Path) -> None:
-    """Rewrite OCI whiteout files in `layer` into overlayfs whiteouts."""
-    for dirpath, dirnames, filenames in os.walk(layer):
-        for name in [n for n in dirnames + filenames if n.startswith(".wh.")]:
-            full = os.path.join(dirpath, name)
-            if name in dirnames:
-                dirnames.remove(name)  # don't descend into what we are about to delete
-            if os.path.isdir(full) and not os.path.islink(full):
-                shutil.rmtree(full)
-            else:
-                os.unlink(full)
-            if name == ".wh..wh..opq":
-                # bwrap mounts with `userxattr` (user.overlay.*); trusted.* serves a root-mounted overlay.
-                for xattr in ("user.overlay.opaque", "trusted.overlay.opaque"):
-                    os.setxattr(dirpath, xattr, b"y")
-            elif not name.startswith(".wh..wh."):  # other .wh..wh.* are AUFS bookkeeping
-                _make_whiteout(os.path.join(dirpath, name[len(".wh."):]))
-
-
-def _make_whiteout(path: str) -> None:
-    # OCI: a whiteout hides only lower layers, so an entry of the same name in
-    # this layer wins and needs nothing more.
-    if os.path.basename(path) and not os.path.lexists(path):
-        os.mknod(path, stat.S_IFCHR | 0o000, os.makedev(0, 0))

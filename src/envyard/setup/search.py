@@ -31,6 +31,7 @@ from packaging.version import Version
 
 from ..errors import EnvyardError
 from ..store import Image
+from ..tls import ca_bundle
 from ..yard import Sandbox, Yard
 from . import importscan
 from .evidence import Evidence
@@ -51,10 +52,8 @@ INSIDE_CA = "/etc/envyard-host-ca.crt"
 def host_trust() -> tuple[dict[str, str], dict[str, str]]:
     """The machine's CA bundle, bound read-only into setup sandboxes (binds, env), so installs work behind a
     TLS-intercepting proxy, on Debian bases too. Setup-time only: images do not keep it."""
-    for candidate in (os.environ.get("SSL_CERT_FILE"), "/etc/ssl/certs/ca-certificates.crt"):
-        if candidate and Path(candidate).is_file():
-            return {candidate: INSIDE_CA}, {"SSL_CERT_FILE": INSIDE_CA}
-    return {}, {}
+    bundle = ca_bundle()
+    return ({bundle: INSIDE_CA}, {"SSL_CERT_FILE": INSIDE_CA}) if bundle else ({}, {})
 
 
 def setup_sandbox(yard: Yard, image: Image, cache: Path) -> Sandbox:

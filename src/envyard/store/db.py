@@ -17,7 +17,8 @@ from typing import Any, Iterator
 
 from ..errors import StoreError
 
-SCHEMA_VERSION = 2  # 2: layers carry their builder (pid + start time) while they are being sealed
+SCHEMA_VERSION = 3  # 2: layers carry their builder (pid + start time) while they are being sealed
+#                     3: blobs (registry blob digest → layer), so pulled layers are stored once
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS layers (
@@ -48,6 +49,15 @@ CREATE TABLE IF NOT EXISTS sandboxes (
     network      TEXT NOT NULL,
     created      REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS blobs (
+    digest      TEXT PRIMARY KEY,    -- sha256:... of a registry blob (compressed, as served)
+    layer_id    TEXT NOT NULL,       -- the layer unpacked from it (rows go with their layer)
+    diff_id     TEXT NOT NULL,       -- sha256:... of the uncompressed tar
+    media_type  TEXT NOT NULL,
+    size        INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS blobs_by_layer ON blobs(layer_id);
+CREATE INDEX IF NOT EXISTS blobs_by_diff_id ON blobs(diff_id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
@@ -112,7 +122,8 @@ class Database:
             self._conn.close()
 
 
-# Columns added since version 1, per table. CREATE TABLE IF NOT EXISTS leaves an older table as it was.
+# Columns added since version 1, per table. CREATE TABLE IF NOT EXISTS leaves an older table as it was (and
+# creates the tables added since: blobs in version 3).
 ADDED_COLUMNS = {"layers": (("builder_pid", "INTEGER"), ("builder_start", "INTEGER"))}
 
 

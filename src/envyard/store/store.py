@@ -4,6 +4,7 @@ Layout of $ENVYARD_HOME:
     store.db            SQLite (WAL): layers, images, sandboxes (with owner leases)
     layers/<id>/        sealed layer trees, never modified after sealing
     layers/.new-*/      layers being built; the name carries the builder's pid so gc can tell if it died
+    downloads/          registry blobs being downloaded (kept after an interruption, so a pull resumes)
     sandboxes/<id>/     upper/, work/, ipc/ and spill/ of one sandbox
     trash/              directories being deleted (rename first, delete after: a crash leaves only trash)
 
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import time
@@ -26,13 +26,11 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import BadInput, ImageNotFound, StoreError
+from ..errors import ImageNotFound, StoreError
 from .. import janitor, procinfo
 from .db import Database, dumps
+from .names import lookup_names, parse_image_name
 from .registry import register_store
-
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._/-]{0,127}$")
-TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
 def default_home() -> Path:
@@ -44,19 +42,6 @@ def default_home() -> Path:
     return Path.home() / ".local/share/envyard"
 
 
-def parse_image_name(ref: str) -> str:
-    """Normalise `name[:tag]` to `name:tag` (default tag `latest`), or raise BadInput."""
-    name, sep, tag = ref.rpartition(":") if ":" in ref else (ref, "", "latest")
-    if not sep:
-        name, tag = ref, "latest"
-    if not NAME_RE.match(name) or not TAG_RE.match(tag):
-        raise BadInput(
-            f"invalid image name {ref!r}",
-            fix="use lowercase letters, digits, '.', '_', '-', '/' and an optional ':tag', e.g. myenv:v1",
-        )
-    return f"{name}:{tag}"
-
-
 @dataclass
 class ImageConfig:
     env: dict[str, str] = field(default_factory=dict)
@@ -64,6 +49,11 @@ class ImageConfig:
     user: str = "root"
     shell: str = "/bin/sh"
     labels: dict[str, str] = field(default_factory=dict)
+    entrypoint: list[str] | None = None  # OCI/Docker ENTRYPOINT, exec form
+    cmd: list[str] | None = None  # OCI/Docker CMD, exec form
+    exposed_ports: list[str] = field(default_factory=list)  # e.g. ["80/tcp"]
+    healthcheck: dict | None = None  # Docker HEALTHCHECK as recorded in the image config
+    stop_signal: str | None = None
     provenance: dict = field(default_factory=dict)
 
     @classmethod
@@ -79,6 +69,17 @@ class LayerInfo:
     size: int
     created: float
     origin: dict
+
+
+@dataclass(frozen=True)
+class BlobInfo:
+    """A registry blob a layer was unpacked from (or packed into for a push). Layers are found by it, so the
+    same blob, or the same content compressed another way (same diff_id), is stored once."""
+
+    digest: str  # sha256:... of the blob as a registry serves it
+    diff_id: str  # sha256:... of the uncompressed tar: the image config's rootfs.diff_ids
+    media_type: str
+    size: int
 
 
 @dataclass
@@ -122,8 +123,9 @@ class Store:
         self.layers_dir = self.home / "layers"
         self.sandboxes_dir = self.home / "sandboxes"
         self.trash_dir = self.home / "trash"
+        self.downloads_dir = self.home / "downloads"
         try:
-            for d in (self.home, self.layers_dir, self.sandboxes_dir, self.trash_dir):
+            for d in (self.home, self.layers_dir, self.sandboxes_dir, self.trash_dir, self.downloads_dir):
                 d.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise StoreError(f"cannot create the store at {self.home}: {e.strerror}", fix="set ENVYARD_HOME to a writable directory") from e
@@ -138,29 +140,60 @@ class Store:
         path.mkdir()
         return path
 
-    def seal_layer(self, built: Path, origin: dict) -> LayerInfo:
+    def seal_layer(self, built: Path, origin: dict, *, blob: BlobInfo | None = None) -> LayerInfo:
         """Record a built directory as a layer, then move it into place. After this the layer is immutable.
 
         The row comes first and names this process as the builder, so gc can never take the published
-        directory for an orphan; if we die before the rename, gc drops the row once it sees us gone."""
+        directory for an orphan; if we die before the rename, gc drops the row once it sees us gone.
+
+        With `blob`, the layer is also found by that blob's digest and diff_id from now on. If another process
+        published a layer for the same blob meanwhile, that one is returned and `built` is discarded."""
         layer_id = uuid.uuid4().hex
         final = self.layers_dir / layer_id
         size = dir_size(built)
         now = time.time()
         me = os.getpid()
         with self.db.transaction() as c:
+            if blob is not None:
+                existing = _published_layer(c, "digest", blob.digest)
+                if existing is not None:
+                    self.discard_dir(built, background=True)
+                    return existing
             c.execute(
                 "INSERT INTO layers(id, path, size, created, origin, builder_pid, builder_start)"
                 " VALUES (?,?,?,?,?,?,?)",
                 (layer_id, str(final), size, now, dumps(origin), me, procinfo.start_time(me)),
             )
+            if blob is not None:
+                _insert_blob(c, layer_id, blob)
         try:
             os.rename(built, final)
         except BaseException:
             with self.db.transaction() as c:
+                c.execute("DELETE FROM blobs WHERE layer_id=?", (layer_id,))
                 c.execute("DELETE FROM layers WHERE id=?", (layer_id,))
             raise
         return LayerInfo(layer_id, final, size, now, origin)
+
+    def layer_for_blob(self, *, digest: str | None = None, diff_id: str | None = None) -> LayerInfo | None:
+        """A published layer unpacked from blob `digest`, or else from any blob of uncompressed digest
+        `diff_id` (the same tar compressed another way); None if there is none."""
+        with self.db.transaction() as c:
+            for column, value in (("digest", digest), ("diff_id", diff_id)):
+                found = _published_layer(c, column, value) if value else None
+                if found is not None:
+                    return found
+        return None
+
+    def record_blob(self, layer_id: str, blob: BlobInfo) -> None:
+        """Remember that `blob` holds layer `layer_id` (after a push packed it), unless the layer is gone."""
+        with self.db.transaction() as c:
+            if not _missing_layers(c, [layer_id]):
+                _insert_blob(c, layer_id, blob)
+
+    def blobs_of(self, layer_id: str) -> list[BlobInfo]:
+        rows = self.db.query("SELECT * FROM blobs WHERE layer_id=? ORDER BY digest", (layer_id,))
+        return [BlobInfo(r["digest"], r["diff_id"], r["media_type"], r["size"]) for r in rows]
 
     def add_external_layer(self, layer_id: str, path: Path, origin: dict) -> LayerInfo:
         """Record a directory the store does not own (the host's root) as a layer."""
@@ -201,16 +234,21 @@ class Store:
         return Image(name, layers, config, now)
 
     def image(self, ref: str) -> Image:
-        name = parse_image_name(ref)
-        rows = self.db.query("SELECT * FROM images WHERE name=?", (name,))
-        if not rows:
-            raise ImageNotFound(
-                f"no image named {name}",
-                fix="list images with `envyard images`; make one with `envyard base pull debian:bookworm` or use `host`",
-            )
-        return _row_to_image(rows[0])
+        """The image named `ref`; a short name also finds a pulled image's full name (`python:3.12-slim` →
+        `docker.io/library/python:3.12-slim`) when no image has the short name itself."""
+        names = lookup_names(ref)
+        for name in names:
+            rows = self.db.query("SELECT * FROM images WHERE name=?", (name,))
+            if rows:
+                return _row_to_image(rows[0])
+        raise ImageNotFound(
+            f"no image named {names[0]}",
+            fix="list images with `envyard images`; make one with `envyard base pull debian:bookworm`, pull one "
+                "with `envyard pull REF`, or use `host`",
+        )
 
     def has_image(self, ref: str) -> bool:
+        """Whether an image has exactly this name (no short-name lookup)."""
         return bool(self.db.query("SELECT 1 FROM images WHERE name=?", (parse_image_name(ref),)))
 
     def images(self) -> list[Image]:
@@ -245,6 +283,7 @@ class Store:
             if row is None:
                 continue
             c.execute("DELETE FROM layers WHERE id=?", (layer_id,))
+            c.execute("DELETE FROM blobs WHERE layer_id=?", (layer_id,))
             if Path(row["path"]).parent == self.layers_dir:
                 paths.append(Path(row["path"]))
         return paths
@@ -394,6 +433,24 @@ def _missing_layers(c, layer_ids: list[str]) -> list[str]:
     marks = ",".join("?" * len(layer_ids))
     have = {r["id"] for r in c.execute(f"SELECT id FROM layers WHERE id IN ({marks})", tuple(layer_ids))}
     return [i for i in dict.fromkeys(layer_ids) if i not in have]
+
+
+def _published_layer(c, column: str, value: str) -> LayerInfo | None:
+    """The layer a blob row with `column` = `value` names, if its directory is in place (read inside the
+    caller's transaction). A layer whose builder has not renamed it in yet does not count: it may never be."""
+    rows = c.execute(
+        f"SELECT l.* FROM blobs b JOIN layers l ON l.id = b.layer_id WHERE b.{column}=? ORDER BY l.created",
+        (value,),
+    ).fetchall()
+    for r in rows:
+        if Path(r["path"]).is_dir():
+            return LayerInfo(r["id"], Path(r["path"]), r["size"], r["created"], json.loads(r["origin"]))
+    return None
+
+
+def _insert_blob(c, layer_id: str, blob: BlobInfo) -> None:
+    c.execute("INSERT OR REPLACE INTO blobs(digest, layer_id, diff_id, media_type, size) VALUES (?,?,?,?,?)",
+              (blob.digest, layer_id, blob.diff_id, blob.media_type, blob.size))
 
 
 def _row_to_image(r) -> Image:
