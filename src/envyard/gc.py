@@ -175,7 +175,7 @@ def collect(store: Store) -> dict:
 
 def _collect(store: Store, volume: SandboxVolume) -> dict:
     """Full collection: dead sandboxes, stray processes and sandbox dirs, unfinished and orphaned layers,
-    unused layers, trash, the idle host view."""
+    unused layers, interrupted downloads, trash, the idle host view."""
     janitor.wait()
     # Directories, then processes, then rows (see the module's docstring for why this order).
     sandbox_dirs = list(store.sandboxes_dir.iterdir())
@@ -214,6 +214,7 @@ def _collect(store: Store, volume: SandboxVolume) -> dict:
         store.discard_dir(p)
     report["partial_layers"] = [Path(p).name for p in partial]
     report["unused_layers"] = store.remove_unused_layers()
+    report["partial_downloads"] = store.remove_stale_downloads()
     report["trash"] = store.empty_trash()
     # The host view mount is cheap to remake, so an idle store keeps no mounts at all.
     report["host_view_unmounted"] = release_host_root_view(store)

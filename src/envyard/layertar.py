@@ -15,6 +15,8 @@ could write outside the layer directory or exceed the bounds, before a single fi
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import hashlib
 import os
 import shutil
@@ -24,7 +26,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Iterator
 
 from .errors import BadInput, BaseBuildError, UnsafeLayer
 
@@ -157,7 +159,7 @@ _FILE_TYPES = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE, tarfile.GNUT
 class LayerScan:
     diff_id: str  # sha256 of the uncompressed tar
     size: int
-    entries: int
+    entries: int  # not counting the root directory: 0 means an empty layer
 
 
 class _HashingReader:
@@ -192,15 +194,15 @@ def scan_layer(stream: BinaryIO, limits: LayerLimits = LayerLimits()) -> LayerSc
     reader = _HashingReader(stream, limits.max_bytes)
     files: set[str] = set()
     symlinks: set[str] = set()
-    entries = 0
+    members = entries = 0
     try:
         with tarfile.open(fileobj=reader, mode="r|", bufsize=CHUNK) as tf:
             for member in tf:
-                entries += 1
-                if entries > limits.max_entries:
+                members += 1
+                if members > limits.max_entries:
                     raise UnsafeLayer(f"layer has more than {limits.max_entries} entries",
                                       fix="this is the per-layer bound; the image is unusually large")
-                _check_member(member, files, symlinks, limits)
+                entries += _check_member(member, files, symlinks, limits)
         reader.drain()  # the end-of-archive blocks count in the digest
     except (tarfile.TarError, EOFError, OSError, ValueError) as e:
         raise UnsafeLayer(f"layer is not a readable tar: {e}", fix="the registry served a broken layer") from e
@@ -224,10 +226,11 @@ def _member_path(raw: str, what: str, limits: LayerLimits) -> str:
 _UNSAFE_FIX = "do not use this image: its layer tries to write outside its directory or holds unsafe entries"
 
 
-def _check_member(member: tarfile.TarInfo, files: set[str], symlinks: set[str], limits: LayerLimits) -> None:
+def _check_member(member: tarfile.TarInfo, files: set[str], symlinks: set[str], limits: LayerLimits) -> bool:
+    """Raise UnsafeLayer if `member` is refused; False for the root directory's own entry."""
     name = _member_path(member.name, "path", limits)
     if name in ("", "."):
-        return
+        return False
     parts = name.split("/")
     for i in range(1, len(parts) + 1):
         if "/".join(parts[:i]) in symlinks:
@@ -253,9 +256,96 @@ def _check_member(member: tarfile.TarInfo, files: set[str], symlinks: set[str], 
                                   "ptmx from images")
     elif member.type not in (tarfile.DIRTYPE, tarfile.FIFOTYPE):
         raise UnsafeLayer(f"layer entry {name!r} has an unsupported tar type {member.type!r}", fix=_UNSAFE_FIX)
+    return True
+
+
+# --- layer blobs (a registry's files: plain, gzip or zstd) ------------------
+
+
+def blob_compression(path: Path) -> str | None:
+    """gzip, zstd or None (plain tar), by content; anything else is refused."""
+    with open(path, "rb") as f:
+        head = f.read(MAGIC_LEN)
+    kind = next((k for magic, k in MAGICS.items() if head.startswith(magic)), None)
+    if kind not in (None, "gzip", "zstd"):
+        raise UnsafeLayer(f"layer blob is {kind}-compressed; OCI layers are plain, gzip or zstd",
+                          fix="re-push the image with a current tool")
+    return kind
+
+
+@contextlib.contextmanager
+def open_blob(path: Path) -> Iterator[BinaryIO]:
+    """A layer blob's uncompressed tar stream (decompressed in this process: no zstd program needed)."""
+    kind = blob_compression(path)
+    with open(path, "rb") as raw:
+        if kind == "gzip":
+            with gzip.GzipFile(fileobj=raw) as stream:
+                yield stream
+        elif kind == "zstd":
+            import zstandard
+
+            with zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as stream:
+                yield stream
+        else:
+            yield raw
+
+
+def scan_blob(path: Path, limits: LayerLimits = LayerLimits()) -> LayerScan:
+    import zstandard
+
+    try:
+        with open_blob(path) as stream:
+            return scan_layer(stream, limits)
+    except (OSError, EOFError, ValueError, zstandard.ZstdError) as e:  # a broken gzip or zstd stream
+        raise UnsafeLayer(f"layer blob does not decompress: {e}", fix="the registry served a broken layer") from e
+
+
+def unpack_blob(path: Path, dest: Path) -> None:
+    """Unpack a (scanned) layer blob into `dest` and turn its OCI whiteouts into overlayfs ones."""
+    if blob_compression(path) == "zstd":
+        with open_blob(path) as stream:
+            untar(stream, dest)
+    else:
+        with open(path, "rb") as raw:  # tar runs gzip itself: decompression overlaps unpacking
+            untar(raw, dest)
+    convert_whiteouts(dest)
 
 
 # --- packing ---------------------------------------------------------------
+
+GZIP_LEVEL = 1  # a quarter of level 6's time for ~10% more bytes; pushes are frequent, storage is cheap
+
+
+class _HashingWriter:
+    def __init__(self, out: BinaryIO):
+        self.out, self.hash, self.count = out, hashlib.sha256(), 0
+
+    def write(self, data) -> int:
+        self.hash.update(data)
+        self.count += len(data)
+        return self.out.write(data)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+@dataclass(frozen=True)
+class PackedBlob:
+    digest: str  # sha256 of the gzip file
+    diff_id: str  # sha256 of the tar inside
+    size: int
+
+
+def pack_blob(layer: Path, dest: Path) -> PackedBlob:
+    """Pack layer directory `layer` into `dest` as a gzip-compressed OCI layer tar (the same directory always
+    gives the same bytes: sorted entries, no timestamp in the gzip header)."""
+    with open(dest, "wb") as f:
+        compressed = _HashingWriter(f)
+        with gzip.GzipFile(filename="", fileobj=compressed, mode="wb", compresslevel=GZIP_LEVEL, mtime=0) as gz:
+            plain = _HashingWriter(gz)
+            pack_layer(layer, plain)
+    return PackedBlob("sha256:" + compressed.hash.hexdigest(), "sha256:" + plain.hash.hexdigest(), compressed.count)
+
 
 
 def pack_layer(layer: Path, out: BinaryIO) -> None:

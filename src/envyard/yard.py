@@ -86,6 +86,34 @@ class Yard:
 
         return import_image(self.store, Path(path), name, on_progress=on_progress)
 
+    def pull_image(self, ref: str, *, on_progress: Callable[[str], None] | None = None) -> Image:
+        """Pull an image from a registry (`python:3.12-slim`, `127.0.0.1:5000/team/img:v1`); it is named in full
+        (`docker.io/library/python:3.12-slim`) and found by its short name too. See docs/images.md."""
+        from .images import pull_image
+
+        return pull_image(self, ref, on_progress=on_progress)
+
+    def push_image(self, name: str, ref: str | None = None, *, on_progress: Callable[[str], None] | None = None,
+                   format: str = "oci"):
+        """Push image `name` to registry reference `ref` (default: its own name); returns a PushResult."""
+        from .images import push_image
+
+        return push_image(self, name, ref, on_progress=on_progress, format=format)
+
+    def save_image(self, name: str, path: str | Path, *, directory: bool = False,
+                   on_progress: Callable[[str], None] | None = None) -> dict:
+        """Write image `name` as an OCI image layout: a tar at `path`, or a directory with `directory=True`."""
+        from .images import save_image
+
+        return save_image(self, name, path, directory=directory, on_progress=on_progress)
+
+    def load_image(self, path: str | Path, *, name: str | None = None,
+                   on_progress: Callable[[str], None] | None = None) -> Image:
+        """Load an OCI image layout (directory or tar) or `docker save` output; `name` overrides its own."""
+        from .images import load_image
+
+        return load_image(self, path, name=name, on_progress=on_progress)
+
     # ---- sandboxes ----------------------------------------------------------------------------------------
 
     def sandbox(self, image: str | Image = "host", *, network: str = "none", limits: Limits | dict | None = None,

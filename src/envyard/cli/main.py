@@ -423,11 +423,12 @@ def demo(
 
 
 from . import envs as _envs  # noqa: E402  (command groups live in their own modules)
+from . import images as _images  # noqa: E402
 from . import mcp as _mcp  # noqa: E402
 from . import serve as _serve  # noqa: E402
 from . import setup as _setup  # noqa: E402
 
-for _module in (_setup, _envs, _serve, _mcp):
+for _module in (_images, _setup, _envs, _serve, _mcp):
     _module.register(app, out, err, _fail, _emit_json, _yard)
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
-import os
 import re
 import shlex
 import threading

@@ -17,6 +17,7 @@ directories of dead builders are deleted. Sandboxes likewise get their row befor
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -379,6 +380,20 @@ class Store:
             remove_tree(p)
             n += 1
         return n
+
+    def remove_stale_downloads(self) -> list[str]:
+        """Delete the files in downloads/ no process holds locked (a pull resuming a blob, a push or save packing
+        one holds its file's lock while it works); returns their names."""
+        removed = []
+        for path in self.downloads_dir.iterdir():
+            try:
+                with open(path, "rb") as f:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    path.unlink()  # under the lock: a pull waiting for it then opens a new file
+                    removed.append(path.name)
+            except (BlockingIOError, FileNotFoundError, IsADirectoryError):
+                continue
+        return removed
 
     def stale_new_layers(self) -> list[Path]:
         """`.new-*` layer build dirs whose builder process is gone."""
