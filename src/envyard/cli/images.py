@@ -24,7 +24,8 @@ class _Bars:
         self.tasks: dict[str, int] = {}
 
     def __call__(self, report) -> None:
-        if report.digest is None or report.phase == "resolve":
+        if report.digest is None or report.phase == "resolve" or (report.phase == "done"
+                                                                  and report.digest not in self.tasks):
             self.live.console.print(escape(str(report)), highlight=False)
             return
         label = f"{report.digest[7:19]} {report.phase}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from contextlib import closing
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 from urllib.parse import urlencode, urljoin, urlsplit
@@ -62,7 +63,7 @@ class RegistryClient:
             resp = self._request(ep, "GET", f"/manifests/{ref}", headers={"Accept": ACCEPT}, stream=True,
                                  what=f"{self.registry}/{self.repository}:{ref}" if ":" not in ref
                                  else f"{self.registry}/{self.repository}@{ref}")
-            with resp:
+            with closing(resp):
                 body = _read_bounded(resp, MAX_MANIFEST, "manifest")
             digest = "sha256:" + hashlib.sha256(body).hexdigest()
             claimed = resp.headers.get("Docker-Content-Digest")
@@ -77,7 +78,7 @@ class RegistryClient:
     def get_blob(self, digest: str, max_size: int) -> bytes:
         """A small blob (an image config), read whole and verified."""
         def attempt(ep: Endpoint):
-            with self._request(ep, "GET", f"/blobs/{digest}", stream=True, what=f"blob {digest}") as resp:
+            with closing(self._request(ep, "GET", f"/blobs/{digest}", stream=True, what=f"blob {digest}")) as resp:
                 body = _read_bounded(resp, max_size, f"blob {digest}")
             _check_digest(hashlib.sha256(body), digest, ep.host)
             return body
@@ -104,8 +105,8 @@ class RegistryClient:
             have, hasher = _restart(part)
         if have < size:
             headers = {"Range": f"bytes={have}-"} if have else {}
-            with self._request(ep, "GET", f"/blobs/{digest}", headers=headers, stream=True,
-                               what=f"blob {digest}") as resp:
+            with closing(self._request(ep, "GET", f"/blobs/{digest}", headers=headers, stream=True,
+                                       what=f"blob {digest}")) as resp:
                 if have and not _continues_at(resp, have):
                     have, hasher = _restart(part)  # the registry sent the whole blob instead
                 on_bytes(have)
