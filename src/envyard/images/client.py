@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import ssl
 from contextlib import closing
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
@@ -232,12 +233,13 @@ class RegistryClient:
                                 fix="the registry does not follow the distribution protocol")
         return urljoin(str(resp.request.url), location)
 
-    def _http(self, verify) -> httpx.Client:
-        key = verify
-        if key not in self._clients:
-            self._clients[key] = httpx.Client(verify=verify, timeout=TIMEOUT, follow_redirects=True,
-                                              headers={"User-Agent": "envyard"})
-        return self._clients[key]
+    def _http(self, verify: bool | str) -> httpx.Client:
+        """One connection pool per TLS setting: the CA bundle (a path), the default trust, or none."""
+        if verify not in self._clients:
+            tls = ssl.create_default_context(cafile=verify) if isinstance(verify, str) else verify
+            self._clients[verify] = httpx.Client(verify=tls, timeout=TIMEOUT, follow_redirects=True,
+                                                 headers={"User-Agent": "envyard"})
+        return self._clients[verify]
 
     def _send(self, ep: Endpoint, method: str, path: str, headers: dict, content, stream: bool) -> httpx.Response:
         """One HTTP exchange; an insecure registry's TLS failure switches that endpoint to plain HTTP."""

@@ -177,7 +177,11 @@ class RegistrySource:
                 progress(Progress(f"{tag}: {n}/{desc.size} bytes", phase="download", digest=desc.digest,
                                   done=n, total=desc.size))
 
-            self.client.download_blob(desc.digest, desc.size, part, on_bytes)
+            try:
+                self.client.download_blob(desc.digest, desc.size, part, on_bytes)
+            except DigestMismatch:
+                path.unlink(missing_ok=True)  # wrong content: nothing worth resuming
+                raise
             try:
                 yield path
             finally:
