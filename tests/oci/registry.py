@@ -95,17 +95,15 @@ class Registry:
 # --- building images by hand ---------------------------------------------------------------------------------
 
 
-def tar_layer(entries: list[tarfile.TarInfo | tuple[str, bytes | None]]) -> bytes:
-    """An uncompressed layer tar: (name, data) for files, (name, None) for directories, or ready TarInfos
-    (with their data in `info._data`)."""
+def tar_layer(entries: list[tuple]) -> bytes:
+    """An uncompressed layer tar from (name, data) for files, (name, None) for directories, or (TarInfo, data)
+    for anything else."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
-        for entry in entries:
-            if isinstance(entry, tarfile.TarInfo):
-                data = getattr(entry, "_data", None)
-                tf.addfile(entry, io.BytesIO(data) if data is not None else None)
+        for name, data in entries:
+            if isinstance(name, tarfile.TarInfo):
+                tf.addfile(name, io.BytesIO(data) if data else None)
                 continue
-            name, data = entry
             info = tarfile.TarInfo(name)
             info.mtime = 1_700_000_000
             if data is None:
