@@ -25,7 +25,7 @@ from .oci import (MAX_CONFIG, MAX_MANIFEST, OCI_CONFIG, OCI_INDEX, OCI_LAYER_GZI
                   canonical_json, descriptor, parse_json, pick_platform)
 from .progress import Progress, ProgressFn, report, short
 from .pull import install_image, store_of
-from .push import check_self_contained, image_document, scratch_file
+from .push import exportable_image, image_document, scratch_file
 
 NAME_ANNOTATION = "io.containerd.image.name"  # the full name (what Docker and containerd write)
 REF_ANNOTATION = "org.opencontainers.image.ref.name"  # OCI's: often just the tag
@@ -39,8 +39,7 @@ def save_image(yard, name: str, path: str | Path, *, directory: bool = False,
                on_progress: ProgressFn | None = None) -> dict:
     """Write image `name` to `path` as an OCI layout: a tar file, or with `directory` a new directory."""
     store = store_of(yard)
-    image = store.image(name)
-    check_self_contained(store, image)
+    image = exportable_image(store, name)
     path = Path(path)
     if path.exists() and (not directory or not path.is_dir() or any(path.iterdir())):
         raise BadInput(f"{path} already exists", fix="give a new path (save never overwrites)")

@@ -20,7 +20,8 @@ from typing import Iterator
 
 from ..errors import BadInput
 from ..layertar import pack_blob
-from ..store import BlobInfo, Image, Store, parse_reference
+from ..bases.host import HOST_IMAGE, HOST_ROOT_LAYER
+from ..store import BlobInfo, Image, Reference, Store, parse_image_name, parse_reference
 from .client import RegistryClient
 from .oci import (DOCKER_CONFIG, DOCKER_LAYER_GZIP, DOCKER_MANIFEST, LAYER_TYPES, OCI_CONFIG, OCI_LAYER_GZIP,
                   OCI_MANIFEST, canonical_json, config_document)
@@ -49,11 +50,9 @@ def push_image(yard, name: str, ref: str | None = None, *, on_progress: Progress
     if format not in FORMATS:
         raise BadInput(f"unknown manifest format {format!r}", fix="use 'oci' (default) or 'docker'")
     store = store_of(yard)
-    image = store.image(name)
-    target = parse_reference(ref or image.name)
-    if target.digest:
-        raise BadInput(f"cannot push to a digest ({target.digest})", fix="give a tag, e.g. REGISTRY/REPO:TAG")
-    check_self_contained(store, image)
+    target = _push_target(ref) if ref else None
+    image = exportable_image(store, name)
+    target = target or _push_target(image.name)
     progress = report(on_progress)
     result = PushResult(target.name, "")
     with RegistryClient(load_config(store.home), target.registry, target.repository, push=True) as client:
@@ -79,12 +78,22 @@ def push_image(yard, name: str, ref: str | None = None, *, on_progress: Progress
     return result
 
 
-def check_self_contained(store: Store, image: Image) -> None:
-    """Refuse images over layers the store does not own (the host's root and its mask)."""
-    for layer_id in image.layers:
-        if store.layer(layer_id).path.parent != store.layers_dir:
-            raise BadInput(f"image {image.name} stands on the host's root filesystem (layer {layer_id}), which "
-                           "cannot leave this machine", fix="push an image built on a Debian, pulled or imported base")
+def _push_target(ref: str) -> Reference:
+    target = parse_reference(ref)
+    if target.digest:
+        raise BadInput(f"cannot push to a digest ({ref})", fix="give a tag, e.g. REGISTRY/REPO:TAG")
+    return target
+
+
+def exportable_image(store: Store, name: str) -> Image:
+    """Image `name`, if all its layers are the store's own: not the host's root (nor its mask), which cannot
+    leave this machine."""
+    image = None if parse_image_name(name) == HOST_IMAGE else store.image(name)
+    for layer_id in image.layers if image else [HOST_ROOT_LAYER]:
+        if image is None or store.layer(layer_id).path.parent != store.layers_dir:
+            raise BadInput(f"image {name} stands on the host's root filesystem, which cannot leave this machine",
+                           fix="push or save an image built on a Debian, pulled, loaded or imported base")
+    return image
 
 
 def image_document(store: Store, image: Image, diff_ids: list[str]) -> dict:
