@@ -12,7 +12,7 @@ import tarfile
 import httpx
 import pytest
 
-from envyard.errors import PlatformNotFound
+from envyard.errors import BadInput, PlatformNotFound
 from envyard.images import load_image, push_image, save_image
 from envyard.images.oci import DOCKER_LIST, OCI_INDEX, host_platform
 from envyard.store import parse_image_name, parse_reference
@@ -143,25 +143,40 @@ def test_whiteouts_and_opaque_directories_survive_push_and_pull(pushed_debian, r
         assert r.stdout == "new\ngone\nk\n"
 
 
-@pytest.mark.parametrize("directory", [False, True], ids=["tar", "dir"])
-def test_save_and_load_an_oci_layout(pushed_debian, make_yard, tmp_path, directory):
+def test_save_and_load_an_oci_layout_tar(pushed_debian, make_yard, tmp_path):
     yard = make_yard()
     img = yard.pull_image(pushed_debian)
     with yard.sandbox(img) as sb:
         sb.write_file("/root/note", "saved\n")
         snap = sb.snapshot("saved/img:v2")
-    out = tmp_path / ("layout" if directory else "img.tar")
-    info = save_image(yard, "saved/img:v2", out, directory=directory)
-    assert info["digest"].startswith("sha256:") and out.exists()
-    with pytest.raises(Exception, match="already exists"):
-        save_image(yard, "saved/img:v2", out, directory=directory)
+    out = tmp_path / "img.tar"
+    info = save_image(yard, "saved/img:v2", out)
+    assert info["digest"].startswith("sha256:") and info["format"] == "oci-tar"
+    with pytest.raises(BadInput, match="already exists"):
+        save_image(yard, "saved/img:v2", out)
     other = make_yard()
     loaded = load_image(other, out)
-    assert loaded.name == "saved/img:v2" and len(loaded.layers) == 2
+    assert loaded.name == "saved/img:v2" and len(loaded.layers) == 2 and loaded.config.env == snap.config.env
     with other.sandbox(loaded) as sb:
         assert sb.read_file("/root/note") == b"saved\n"
     again = load_image(other, out, name="renamed:v1")  # layers stored once, by digest
-    assert again.layers == loaded.layers and snap.config.env == loaded.config.env
+    assert again.name == "renamed:v1" and again.layers == loaded.layers
+
+
+def test_save_and_load_an_oci_layout_directory(registry, make_yard, tmp_path):
+    layers = [tar_layer([("data/", None), ("data/a", b"A")]), tar_layer([("data/.wh.a", b""), ("data/b", b"B")])]
+    Raw(registry.url).image("layout/dir", "v1", [(t, "gzip") for t in layers], config_extra={"Cmd": ["run"]})
+    yard = make_yard()
+    img = yard.pull_image(f"{registry.host}/layout/dir:v1")
+    out = tmp_path / "layout"
+    out.mkdir()  # an empty directory is fine
+    save_image(yard, img.name, out, directory=True)
+    assert {p.name for p in out.iterdir()} == {"oci-layout", "index.json", "manifest.json", "blobs"}
+    other = make_yard()
+    loaded = load_image(other, out)
+    assert loaded.name == img.name and loaded.config.cmd == ["run"]
+    top = other.store.layer(loaded.layers[1]).path / "data"
+    assert is_whiteout(top / "a") and (top / "b").read_bytes() == b"B"
 
 
 def test_load_reads_docker_save_output(make_yard, tmp_path):
