@@ -63,3 +63,12 @@ def test_image_rows_written_before_the_new_config_fields_still_read(tmp_path):
     assert (config.entrypoint, config.cmd, config.exposed_ports, config.healthcheck, config.stop_signal) == \
         (None, None, [], None, None)
     assert config.env == {"A": "1"} and config.workdir == "/w"
+
+
+def test_short_names_find_pulled_images_but_base_pull_wants_its_own(tmp_path):
+    store = Store(tmp_path)
+    store.put_image("docker.io/library/debian:bookworm", [], ImageConfig())
+    assert store.image("debian:bookworm").name == "docker.io/library/debian:bookworm"
+    assert store.has_image("debian:bookworm") and not store.has_image("debian:bookworm", exact=True)
+    store.put_image("debian:bookworm", [], ImageConfig(labels={"local": "yes"}))
+    assert store.image("debian:bookworm").config.labels == {"local": "yes"}  # its own name wins

@@ -23,7 +23,7 @@ def pull(store: Store, spec: str, *, on_progress: Progress = None, mirror: str =
     m = DEBIAN_RE.match(spec)
     if not m:
         raise BadInput(f"unknown base {spec!r}", fix="use `host` or `debian:<suite>` (bullseye, bookworm, trixie)")
-    if store.has_image(spec):
+    if store.has_image(spec, exact=True):  # a pulled docker.io/library/debian:<suite> is another image
         return store.image(spec)
     suite = m.group(1)
     built = store.new_layer_dir()

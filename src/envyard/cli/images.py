@@ -57,16 +57,18 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         found by its short name too."""
         from ..images import pull_image
 
-        phases: dict[str, str] = {}
-
-        def remember(report) -> None:
-            if report.digest and report.phase in ("exists", "download", "skip"):
-                phases.setdefault(report.digest, report.phase)
+        phases: dict[str, str] = {}  # layer digest → "exists" or "download", whichever came first
 
         try:
             yard = make_yard()
             with _progress(err, as_json) as bars:
-                img = pull_image(yard, ref, on_progress=lambda r: (remember(r), bars and bars(r)))
+                def on_progress(report) -> None:
+                    if report.digest and report.phase in ("exists", "download"):
+                        phases.setdefault(report.digest, report.phase)
+                    if bars:
+                        bars(report)
+
+                img = pull_image(yard, ref, on_progress=on_progress)
         except EnvyardError as e:
             fail(e)
         except KeyboardInterrupt:

@@ -193,7 +193,10 @@ class LayoutSource:
         return data
 
     @contextlib.contextmanager
-    def layer_file(self, desc: Descriptor, progress: ProgressFn) -> Iterator[Path]:
+    def layer_file(self, desc: Descriptor, progress: ProgressFn, stored) -> Iterator[Path | None]:
+        if stored():
+            yield None
+            return
         name = _blob_name(desc.digest)
         progress(Progress(f"{short(desc.digest)}: reading", phase="download", digest=desc.digest, total=desc.size))
         direct = self.files.path(name)

@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import subprocess
 from pathlib import Path
-from typing import Iterator, Protocol
+from typing import Callable, Iterator, Protocol
 
 from ..errors import DigestMismatch, PlatformNotFound, UnsupportedImage
 from ..layertar import scan_blob, unpack_blob
@@ -36,7 +37,10 @@ class ImageSource(Protocol):
 
     def blob(self, desc: Descriptor, max_size: int) -> bytes: ...
 
-    def layer_file(self, desc: Descriptor, progress: ProgressFn) -> contextlib.AbstractContextManager[Path]: ...
+    def layer_file(self, desc: Descriptor, progress: ProgressFn,
+                   stored: Callable[[], str | None]) -> contextlib.AbstractContextManager[Path | None]:
+        """The blob as a local file, verified; None when `stored()` says the layer is in the store (checked
+        first, and again after any wait for another process fetching the same blob)."""
 
 
 def store_of(yard) -> Store:
@@ -65,9 +69,9 @@ def install_image(store: Store, source: ImageSource, ref: str, name: str, progre
     ids = diff_ids(config_doc, len(manifest.layers))
     layers: list[str] = []
     for desc, diff_id in zip(manifest.layers, ids):
-        layer = install_layer(store, source, desc, diff_id, progress, share=True)
-        if layer in layers:  # overlayfs refuses a directory twice in one stack: unpack a private copy
-            layer = install_layer(store, source, desc, diff_id, progress, share=False)
+        layer = install_layer(store, source, desc, diff_id, progress)
+        if layer in layers:  # overlayfs refuses a directory twice in one stack: this one gets a copy
+            layer = private_copy(store, layer)
         if layer is not None:
             layers.append(layer)
     config = image_config(config_doc, {**provenance, "manifest_digest": digest,
@@ -102,24 +106,19 @@ def _check_platform(config_doc: dict) -> None:
                                fix="use an image built for this machine's platform")
 
 
-def install_layer(store: Store, source: ImageSource, desc: Descriptor, diff_id: str, progress: ProgressFn, *,
-                  share: bool) -> str | None:
-    """The store layer for one manifest layer (None for an empty layer: nothing to stack). With `share`, a
-    layer already stored for the same blob or the same content is used, and a new one is recorded by digest."""
+def install_layer(store: Store, source: ImageSource, desc: Descriptor, diff_id: str,
+                  progress: ProgressFn) -> str | None:
+    """The store layer for one manifest layer (None for an empty layer: nothing to stack): one already stored
+    for the same blob or the same content, else a new one, recorded by its digest."""
     tag = short(desc.digest)
     if diff_id == EMPTY_TAR:
         progress(Progress(f"{tag}: empty layer", phase="skip", digest=desc.digest))
         return None
     blob = BlobInfo(desc.digest, diff_id, desc.media_type, desc.size)
-    found = _stored(store, blob) if share else None
-    if found:
-        progress(Progress(f"{tag}: already stored", phase="exists", digest=desc.digest, total=desc.size))
-        return found
-    with source.layer_file(desc, progress) as path:
-        found = _stored(store, blob) if share else None  # another pull may have finished it while we waited
-        if found:
+    with source.layer_file(desc, progress, lambda: _stored(store, blob)) as path:
+        if path is None:
             progress(Progress(f"{tag}: already stored", phase="exists", digest=desc.digest, total=desc.size))
-            return found
+            return _stored(store, blob)
         progress(Progress(f"{tag}: verifying", phase="verify", digest=desc.digest, total=desc.size))
         scan = scan_blob(path)
         if scan.diff_id != diff_id:
@@ -132,13 +131,24 @@ def install_layer(store: Store, source: ImageSource, desc: Descriptor, diff_id: 
         built = store.new_layer_dir()
         try:
             unpack_blob(path, built)
-            layer = store.seal_layer(built, {**source.origin, "digest": desc.digest, "diff_id": diff_id},
-                                     blob=blob if share else None)
+            layer = store.seal_layer(built, {**source.origin, "digest": desc.digest, "diff_id": diff_id}, blob=blob)
         except BaseException:
             store.discard_dir(built)
             raise
     progress(Progress(f"{tag}: done", phase="done", digest=desc.digest, done=desc.size, total=desc.size))
     return layer.id
+
+
+def private_copy(store: Store, layer_id: str) -> str:
+    """A copy of a layer under a new id (not found by digest), for an image that stacks the layer twice."""
+    built = store.new_layer_dir()
+    try:
+        subprocess.run(["cp", "-a", "--reflink=auto", f"{store.layer(layer_id).path}/.", str(built)], check=True,
+                       capture_output=True)
+        return store.seal_layer(built, {**store.layer(layer_id).origin, "copy_of": layer_id}).id
+    except BaseException:
+        store.discard_dir(built)
+        raise
 
 
 def _stored(store: Store, blob: BlobInfo) -> str | None:
@@ -164,10 +174,17 @@ class RegistrySource:
         return self.client.get_blob(desc.digest, max_size)
 
     @contextlib.contextmanager
-    def layer_file(self, desc: Descriptor, progress: ProgressFn) -> Iterator[Path]:
+    def layer_file(self, desc: Descriptor, progress: ProgressFn,
+                   stored: Callable[[], str | None]) -> Iterator[Path | None]:
         """Download the blob into downloads/<hex>.part (continuing what an interrupted pull left there) under
         an exclusive lock, so two pulls of one blob take turns and gc leaves it alone; deleted after use."""
+        if stored():
+            yield None
+            return
         with locked_download(self.store, desc.digest) as (path, part):
+            if stored():  # another pull stored it while we waited for its lock
+                yield None
+                return
             tag = short(desc.digest)
             start = os.fstat(part.fileno()).st_size
             what = f"{tag}: resuming at {start} bytes" if start else f"{tag}: downloading"

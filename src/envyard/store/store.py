@@ -248,9 +248,10 @@ class Store:
                 "with `envyard pull REF`, or use `host`",
         )
 
-    def has_image(self, ref: str) -> bool:
-        """Whether an image has exactly this name (no short-name lookup)."""
-        return bool(self.db.query("SELECT 1 FROM images WHERE name=?", (parse_image_name(ref),)))
+    def has_image(self, ref: str, *, exact: bool = False) -> bool:
+        """Whether `image(ref)` finds an image; with `exact`, whether one has exactly this name."""
+        names = [parse_image_name(ref)] if exact else lookup_names(ref)
+        return any(self.db.query("SELECT 1 FROM images WHERE name=?", (name,)) for name in names)
 
     def images(self) -> list[Image]:
         return [_row_to_image(r) for r in self.db.query("SELECT * FROM images ORDER BY name")]
