@@ -64,6 +64,11 @@ class ImageConfig:
     user: str = "root"
     shell: str = "/bin/sh"
     labels: dict[str, str] = field(default_factory=dict)
+    entrypoint: list[str] | None = None  # OCI/Docker ENTRYPOINT, exec form
+    cmd: list[str] | None = None  # OCI/Docker CMD, exec form
+    exposed_ports: list[str] = field(default_factory=list)  # e.g. ["80/tcp"]
+    healthcheck: dict | None = None  # Docker HEALTHCHECK as recorded in the image config
+    stop_signal: str | None = None
     provenance: dict = field(default_factory=dict)
 
     @classmethod
