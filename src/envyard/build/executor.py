@@ -15,6 +15,7 @@ import platform
 import posixpath
 import re
 import shutil
+import ssl
 import stat
 import subprocess
 import tarfile
@@ -642,7 +643,7 @@ class Builder:
         h = hashlib.sha256()
         try:
             with httpx.stream("GET", url, follow_redirects=True, timeout=min(self.remaining() or 600, 600),
-                              verify=_ca_file() or True) as r:
+                              verify=_ssl_context()) as r:
                 if r.status_code != 200:
                     raise BuildError(f"Dockerfile line {line}: ADD {url}: HTTP {r.status_code}",
                                      fix="check the URL")
@@ -754,11 +755,12 @@ def _host_trust() -> tuple[dict[str, str], dict[str, str]]:
     return ro, {name: inside for name in TRUST_VARS} | env
 
 
-def _ca_file() -> str | None:
+def _ssl_context() -> ssl.SSLContext:
+    """The machine's CA bundle for ADD's downloads (this machine may intercept TLS), else Python's default."""
     for candidate in (os.environ.get("SSL_CERT_FILE"), "/etc/ssl/certs/ca-certificates.crt"):
         if candidate and Path(candidate).is_file():
-            return candidate
-    return None
+            return ssl.create_default_context(cafile=candidate)
+    return ssl.create_default_context()
 
 
 def _is_tar(path: Path) -> bool:

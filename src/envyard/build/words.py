@@ -140,36 +140,37 @@ def expand_vars(text: str, env: dict[str, str], line: int | None = None) -> str:
     return _Lexer(text, env, line).vars_only()
 
 
-def split_words(text: str) -> list[str]:
-    """Split on blanks outside quotes, keeping quotes and backslashes for `expand`."""
-    words, cur, quote, i = [], [], "", 0
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            cur.append(ch)
-            if ch == "\\" and quote == '"' and i + 1 < len(text):
-                cur.append(text[i + 1])
-                i += 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-            cur.append(ch)
-        elif ch == "\\" and i + 1 < len(text):
-            cur += [ch, text[i + 1]]
-            i += 1
-        elif ch.isspace():
-            if cur:
-                words.append("".join(cur))
-                cur = []
-        else:
-            cur.append(ch)
-        i += 1
-    if cur:
-        words.append("".join(cur))
-    return words
-
-
 def expand_words(text: str, env: dict[str, str], line: int | None = None) -> list[str]:
-    """Several blank-separated words (EXPOSE, VOLUME), each expanded; a word that expands to nothing is dropped."""
-    return [w for w in (expand(word, env, line) for word in split_words(text)) if w]
+    """Several blank-separated words (EXPOSE, VOLUME), as Docker splits them: on blanks outside quotes, also
+    those an unquoted variable expands to. Empty words are dropped."""
+    lx = _Lexer(text, env, line)
+    words: list[str] = []
+    cur: list[str] = []
+
+    def cut() -> None:
+        if cur:
+            words.append("".join(cur))
+            cur.clear()
+
+    while lx.i < len(text):
+        ch = lx.peek()
+        if ch.isspace():
+            lx.take()
+            cut()
+        elif ch == "$":
+            value = lx.dollar()
+            pieces = value.split()
+            if value[:1].isspace():
+                cut()
+            for k, piece in enumerate(pieces):
+                if k:
+                    cut()
+                cur.append(piece)
+            if value[-1:].isspace():
+                cut()
+        else:
+            start = lx.i
+            lx.word(stop=" \t\n$")
+            cur.append(_Lexer(text[start:lx.i], env, line).word())
+    cut()
+    return [w for w in words if w]
