@@ -85,7 +85,7 @@ class TerminalEnv(gym.Env):
             self.sandbox = self.yard.sandbox(self.image, network=self.task.agent_network,
                                              limits=sandbox_limits(self.yard, self.task), env=self.task.env,
                                              workdir=self.task.workdir)
-            self._shell = self.sandbox.shell()
+            self._shell = self.sandbox.shell(user=self.image.config.user)  # the image's USER, as Docker runs it
         except InfraError as e:
             info.update(infra_error=e.kind, infra_detail=str(e))
         except EnvyardError as e:
@@ -152,7 +152,7 @@ class TerminalEnv(gym.Env):
         Returns a note for the agent, or ''."""
         if self._shell.alive:
             return ""
-        self._shell = self.sandbox.shell()
+        self._shell = self.sandbox.shell(user=self.image.config.user)
         return (f"\n[envyard: the shell exited; a new shell was started in {self.sandbox.workdir}: "
                 "variables and the current directory were reset]")
 

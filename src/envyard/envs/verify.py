@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import EnvyardError
+from ..runtime.holder import ROOT_USERS
 from ..runtime.limits import Limits
 from ..store import Image
 from ..yard import Sandbox, Yard
@@ -75,10 +76,11 @@ def task_image(yard: Yard, task: Task) -> Image:
             return build_image(yard, task.build_context, dockerfile=task.dockerfile, tag=f"task/{task.name}:latest",
                                timeout=task.build_timeout)
         if task.docker_image is not None:
+            if _in_store(yard, task.docker_image):
+                return yard.image(task.docker_image)
             from ..images import pull_image
 
-            return yard.image(task.docker_image) if _in_store(yard, task.docker_image) else pull_image(
-                yard, task.docker_image)
+            return pull_image(yard, task.docker_image)
     except ImportError as e:
         raise InfraError(INFRA_SETUP, f"task {task.name}: this envyard cannot build or pull images ({e})") from e
     except EnvyardError as e:
@@ -155,9 +157,12 @@ def verify(yard: Yard, task: Task, image: Image, agent: Sandbox) -> Verdict:
             for host_path, inside in task.verifier_files:
                 if host_path.exists():
                     v.upload(host_path, inside)
+            user = image.config.user  # the tests run as the image's USER, as in the container the task came from
+            if user not in ROOT_USERS:
+                v.exec(["chmod", "-R", "a+rwX", "/tests", "/logs"], max_output=1 << 16)
             command = task.test_command or ("bash /tests/test.sh" if (task.tests_dir / "test.sh").is_file()
                                             else "python3 -m unittest discover -s /tests -p 'test*.py'")
-            r = v.exec(command, cwd="/tests", timeout=task.verifier_timeout, max_output=64_000)
+            r = v.exec(command, cwd="/tests", timeout=task.verifier_timeout, max_output=64_000, user=user)
             out = (r.stdout + r.stderr)[-8000:]
             if r.timed_out:
                 # Not an infrastructure error: the agent's work can stall a verifier (an endless answer, a
