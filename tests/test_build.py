@@ -419,3 +419,13 @@ def test_cli_run_failure_timeout_and_interrupt(byard, tmp_path):
     assert not [s for s in byard.sandboxes() if s.owner_pid == proc.pid]
     assert not [n for n in os.listdir(home / "layers") if n.startswith(f".new-{proc.pid}-")]
     assert list(tmp.iterdir()) == []
+
+
+def test_a_harbor_task_image_is_built_from_its_dockerfile(byard):
+    from envyard.envs import load_task
+    from envyard.envs.verify import task_image
+
+    task = load_task(Path(__file__).resolve().parent / "fixtures" / "tasks" / "harbor-hello")
+    img = task_image(byard, task)
+    assert img.config.workdir == "/app" and img.config.env["GREETING_FILE"] == "/app/hello.txt"
+    assert img.config.provenance["provider"] == "build"
