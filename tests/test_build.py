@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import envyard
-from envyard.build import BuildError, BuildTimeout, ContextError, DockerfileError, RunFailed, build_image
+from envyard.build import BuildError, ContextError, DockerfileError, RunFailed, build_image
 from envyard.build.ignore import Ignore, parse as parse_ignore
 from envyard.build.words import expand, expand_words
 from envyard.errors import ImageNotFound
