@@ -84,12 +84,12 @@ class AsyncSandbox:
     async def exec(self, cmd: str | list[str], *, timeout: float | None = None, cwd: str | None = None,
                    env: dict[str, str] | None = None, stdin: bytes | str | None = None,
                    max_output: int | None = DEFAULT_MAX_OUTPUT, max_spill: int = DEFAULT_MAX_SPILL,
-                   on_output=None) -> ExecResult:
+                   on_output=None, user: str | int | None = None) -> ExecResult:
         return await _cancellable(self._ayard, self.sync.exec, cmd, timeout=timeout, cwd=cwd, env=env, stdin=stdin,
-                                  max_output=max_output, max_spill=max_spill, on_output=on_output)
+                                  max_output=max_output, max_spill=max_spill, on_output=on_output, user=user)
 
-    async def shell(self) -> "AsyncShell":
-        return AsyncShell(self._ayard, await self._ayard._call(self.sync.shell))
+    async def shell(self, user: str | int | None = None) -> "AsyncShell":
+        return AsyncShell(self._ayard, await self._ayard._call(self.sync.shell, user))
 
     async def write_file(self, path: str, data: bytes | str, *, mode: int | None = None) -> None:
         await self._ayard._call(self.sync.write_file, path, data, mode=mode)

@@ -89,46 +89,46 @@ class StoreError(EnvyardError):
 class RegistryError(EnvyardError):
     """A registry answered in a way envyard cannot use (a server error, a broken answer)."""
 
-    exit_code = 9
+    exit_code = 13
 
 
 class RemoteImageNotFound(RegistryError):
     """The registry has no such repository, tag or digest (HTTP 404)."""
 
-    exit_code = 10
+    exit_code = 14
 
 
 class RegistryAuthError(RegistryError):
     """The registry refused the credentials, or asked for some and none were configured (HTTP 401/403)."""
 
-    exit_code = 11
+    exit_code = 15
 
 
 class RegistryUnreachable(RegistryError):
     """No connection to the registry (DNS, refused, timed out, TLS handshake)."""
 
-    exit_code = 12
+    exit_code = 16
 
 
 class UnsupportedImage(RegistryError):
     """A manifest or layer media type envyard does not read (Docker schema 1, Windows layers, ...)."""
 
-    exit_code = 13
+    exit_code = 17
 
 
 class PlatformNotFound(RegistryError):
     """A multi-platform image without a variant for this machine's platform."""
 
-    exit_code = 14
+    exit_code = 18
 
 
 class DigestMismatch(RegistryError):
     """Content whose sha256 is not the digest that names it: corrupted in transit or tampered with."""
 
-    exit_code = 15
+    exit_code = 19
 
 
 class UnsafeLayer(EnvyardError):
     """A layer tar that would write outside its directory, holds forbidden entries, or exceeds the bounds."""
 
-    exit_code = 16
+    exit_code = 20

@@ -5,6 +5,7 @@ NaN and NUL bytes, as silently wrong behaviour)."""
 from __future__ import annotations
 
 import math
+import re
 import os
 from collections.abc import Mapping
 from numbers import Integral, Real
@@ -186,3 +187,18 @@ def security(level: object) -> str:
         raise BadInput(f"unknown security level {level!r}",
                        fix="use 'default', or 'relaxed' to drop the seccomp filter (see docs/security.md)")
     return level
+
+
+USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$")
+
+
+def user(value: object) -> str | None:
+    """A user to run as: a name or a uid (as an image's USER names one); None for root."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return str(value)
+    if isinstance(value, str) and USER_RE.match(value):
+        return value
+    raise BadInput(f"user must be a user name or a uid, not {value!r}",
+                   fix="give a name from the image's /etc/passwd (e.g. 'app') or a number")

@@ -244,23 +244,26 @@ class Sandbox:
     def exec(self, cmd: str | list[str], *, timeout: float | None = None, cwd: str | None = None,
              env: dict[str, str] | None = None, stdin: bytes | str | None = None,
              max_output: int | None = DEFAULT_MAX_OUTPUT, max_spill: int = DEFAULT_MAX_SPILL, cancel=None,
-             on_output=None) -> ExecResult:
+             on_output=None, user: str | int | None = None) -> ExecResult:
         """Run `cmd` (a shell string for /bin/sh, or an argv list) and wait for it.
 
         A timeout kills the command's whole process tree and sets `timed_out`. A missing program is exit code
         127, as in a shell. Output beyond `max_output` bytes per stream is cut from the middle; the stream's first
         `max_spill` bytes are kept in a file on the host (see ExecResult). `max_output=None` means the ceiling,
         256 MiB. `on_output(stream, chunk)`, if given, is called with each chunk of "stdout"/"stderr" as it arrives.
+        `user` (a name or uid of the image's /etc/passwd) runs the command as that user, with its groups and
+        HOME; by default commands run as root.
         """
         cmd = validate.command(cmd)
         options = validate.run_options(timeout, max_output, max_spill, on_output)
         return self._h.exec(cmd, cwd=self._path(cwd, "cwd") if cwd is not None else None,
                             env=validate.environment(env), stdin=validate.stdin(stdin), cancel=cancel,
-                            **options._asdict())
+                            user=validate.user(user), **options._asdict())
 
-    def shell(self) -> LocalShell:
-        """A persistent shell session: `run(cmd, timeout=...)` keeps cwd and variables between commands."""
-        return self._h.shell()
+    def shell(self, user: str | int | None = None) -> LocalShell:
+        """A persistent shell session: `run(cmd, timeout=...)` keeps cwd and variables between commands. With
+        `user`, the session's shell runs as that user (see exec)."""
+        return self._h.shell(validate.user(user))
 
     # ---- files --------------------------------------------------------------------------------------------
 

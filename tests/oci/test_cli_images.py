@@ -74,8 +74,8 @@ def test_save_and_load(cli, small, tmp_path):
 
 
 @pytest.mark.parametrize("ref,code,words", [
-    ("{host}/cli/none:v1", 10, "has no"),
-    ("127.0.0.1:{closed}/cli/x:v1", 12, "cannot reach registry"),
+    ("{host}/cli/none:v1", 14, "has no"),
+    ("127.0.0.1:{closed}/cli/x:v1", 16, "cannot reach registry"),
     ("Not A Name", 2, "invalid image name"),
 ])
 def test_pull_errors_exit_codes(cli, registry, ref, code, words):

@@ -34,7 +34,7 @@ def test_unknown_repository_and_tag(registry, make_yard):
     for ref in (f"{registry.host}/known/repo:nope", f"{registry.host}/no/such:v1"):
         with pytest.raises(RemoteImageNotFound, match="MANIFEST_UNKNOWN|NAME_UNKNOWN") as e:
             yard.pull_image(ref)
-        assert e.value.exit_code == 10
+        assert e.value.exit_code == 14
     nothing_left(yard)
 
 
@@ -42,7 +42,7 @@ def test_unreachable_registries_say_so(make_yard):
     yard = make_yard()
     with pytest.raises(RegistryUnreachable, match="cannot reach registry 127.0.0.1") as e:
         yard.pull_image(f"127.0.0.1:{free_port()}/x/y:1")
-    assert e.value.exit_code == 12
+    assert e.value.exit_code == 16
     started = time.monotonic()
     with pytest.raises(RegistryUnreachable, match="cannot reach Docker Hub .* no route to public registries") as e:
         yard.pull_image("debian:bookworm-slim")
@@ -57,7 +57,7 @@ def test_not_a_container_image(registry, make_yard):
     yard = make_yard()
     with pytest.raises(UnsupportedImage, match="not a container image") as e:
         yard.pull_image(f"{registry.host}/not/image:v1")
-    assert e.value.exit_code == 13
+    assert e.value.exit_code == 17
     nothing_left(yard)
 
 
@@ -76,7 +76,7 @@ def test_a_corrupted_blob_is_refused_and_leaves_nothing(make_yard, tmp_path):
         yard = make_yard()
         with pytest.raises(DigestMismatch, match="not " + layer_digest) as e:
             yard.pull_image(f"{reg.host}/tampered/img:v1")
-        assert e.value.exit_code == 15
+        assert e.value.exit_code == 19
         assert yard.images() == [] and list(yard.store.downloads_dir.iterdir()) == []
         assert not [p for p in yard.store.layers_dir.iterdir() if p.name.startswith(".new-")]
 
@@ -206,7 +206,7 @@ def test_basic_auth_registry(tiny, make_yard, tmp_path, _registry_config):
         ref = f"{reg.host}/private/img:v1"
         with pytest.raises(RegistryAuthError, match="needs credentials and none are configured") as e:
             push_image(tiny, f"{tiny.images()[0].name}", ref)
-        assert e.value.exit_code == 11
+        assert e.value.exit_code == 15
         write_auths(_registry_config, reg.host, "alice", "wrong")
         with pytest.raises(RegistryAuthError, match="for user alice"):
             push_image(tiny, tiny.images()[0].name, ref)

@@ -51,7 +51,7 @@ def test_an_index_without_this_platform_is_refused(registry, make_yard):
     yard = make_yard()
     with pytest.raises(PlatformNotFound, match=f"offers linux/{OTHER}/v8") as e:
         yard.pull_image(f"{registry.host}/multi/foreign:v1")
-    assert e.value.exit_code == 14
+    assert e.value.exit_code == 18
     assert yard.images() == [] and list(yard.store.layers_dir.iterdir()) == []
 
 

@@ -97,7 +97,7 @@ def test_a_malicious_image_from_a_registry_leaves_nothing(registry, make_yard):
     yard = make_yard()
     with pytest.raises(UnsafeLayer, match="symlink") as e:
         yard.pull_image(f"{registry.host}/evil/img:v1")
-    assert e.value.exit_code == 16
+    assert e.value.exit_code == 20
     assert not os.path.lexists(CANARY)
     assert yard.images() == [] and list(yard.store.downloads_dir.iterdir()) == []
     assert not [p for p in yard.store.layers_dir.iterdir() if p.name.startswith(".new-")]

@@ -41,6 +41,8 @@ def ensure_host_image(store: Store) -> Image:
         img = store.image(HOST_IMAGE)
         if img.layers == [HOST_ROOT_LAYER, HOST_MASK_LAYER]:
             return img
+    _mask_seen.pop(str(store.home), None)  # gc may have dropped the mask's row along with an old host image
+    refresh_host_mask(store)
     store.add_external_layer(HOST_ROOT_LAYER, host_root_view(store), {"provider": "host"})
     config = ImageConfig(provenance={"provider": "host"}, workdir="/")
     return store.put_image(HOST_IMAGE, [HOST_ROOT_LAYER, HOST_MASK_LAYER], config)

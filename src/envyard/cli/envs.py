@@ -24,22 +24,30 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
     @task_app.command("check")
     def task_check(dirs: list[Path] = typer.Argument(..., help="Task directories, or directories of tasks."),
                    as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
-        """Validate tasks; print every problem as file: field: why. Exit 2 if any task is malformed."""
-        from ..envs.task import check_task, find_tasks
+        """Validate tasks (envyard's layout, Harbor's, Terminal-Bench 1's); print every problem as file: field:
+        why, and fields kept but not used as notes. Exit 2 if any task is malformed."""
+        from ..envs.task import find_tasks, inspect_task, task_format
 
         try:
             tasks = find_tasks(dirs)
         except EnvyardError as e:
             fail(e)
-        report = {str(t): check_task(t) for t in tasks}
-        bad = {k: v for k, v in report.items() if v}
+        report = {}
+        for t in tasks:
+            problems, task = inspect_task(t)
+            report[str(t)] = {"format": task_format(t), "problems": problems, "notes": task.notes if task else []}
+        bad = {k: v for k, v in report.items() if v["problems"]}
         if as_json:
-            emit_json({"tasks": len(report), "invalid": len(bad), "problems": report})
+            emit_json({"tasks": len(report), "invalid": len(bad), "results": report,
+                       "problems": {k: v["problems"] for k, v in report.items()}})
         else:
-            for task, problems in report.items():
-                out.print(f"{'[red]✗[/]' if problems else '[green]✓[/]'} {escape(task)}")
-                for p in problems:
+            for task, r in report.items():
+                mark = "[red]✗[/]" if r["problems"] else "[green]✓[/]"
+                out.print(f"{mark} {escape(task)} [dim]({r['format']})[/]")
+                for p in r["problems"]:
                     out.print(f"    {escape(p)}", highlight=False)
+                for n in r["notes"]:
+                    out.print(f"    [dim]note: {escape(n)}[/]", highlight=False)
         raise typer.Exit(2 if bad else 0)
 
     @app.command()

@@ -238,11 +238,12 @@ def gc(as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
 
 
 @app.command()
-def images(as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
-    """List images in the store."""
+def images(as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+           show_all: bool = typer.Option(False, "--all", "-a", help="Also list build cache entries (buildcache/...).")):
+    """List images in the store (build cache entries only with --all)."""
     try:
         yard = _yard()
-        imgs = yard.images()
+        imgs = [i for i in yard.images() if show_all or not i.name.startswith("buildcache/")]
         sizes = {i.name: yard.store.image_size(i) for i in imgs}
     except EnvyardError as e:
         _fail(e)
@@ -422,13 +423,14 @@ def demo(
     out.print(t)
 
 
-from . import envs as _envs  # noqa: E402  (command groups live in their own modules)
+from . import build as _build  # noqa: E402  (command groups live in their own modules)
+from . import envs as _envs  # noqa: E402
 from . import images as _images  # noqa: E402
 from . import mcp as _mcp  # noqa: E402
 from . import serve as _serve  # noqa: E402
 from . import setup as _setup  # noqa: E402
 
-for _module in (_images, _setup, _envs, _serve, _mcp):
+for _module in (_images, _setup, _build, _envs, _serve, _mcp):
     _module.register(app, out, err, _fail, _emit_json, _yard)
 
 

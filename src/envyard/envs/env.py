@@ -19,7 +19,7 @@ from ..errors import BadInput, EnvyardError
 from ..runtime.result import MAX_OUTPUT_CEILING, ExecResult
 from ..yard import Sandbox, Yard
 from .task import Task, load_task
-from .verify import INFRA_SANDBOX, INFRA_SETUP, InfraError, Verdict, task_image, verify
+from .verify import INFRA_SANDBOX, INFRA_SETUP, InfraError, Verdict, sandbox_limits, task_image, verify
 
 SUBMIT = "submit"
 MAX_TEXT = 1 << 20
@@ -82,9 +82,10 @@ class TerminalEnv(gym.Env):
         info = {"task": self.task.name, "infra_error": None}
         try:
             self.image = task_image(self.yard, self.task)
-            self.sandbox = self.yard.sandbox(self.image, network=self.task.agent_network, limits=self.task.limits,
+            self.sandbox = self.yard.sandbox(self.image, network=self.task.agent_network,
+                                             limits=sandbox_limits(self.yard, self.task), env=self.task.env,
                                              workdir=self.task.workdir)
-            self._shell = self.sandbox.shell()
+            self._shell = self.sandbox.shell(user=self.image.config.user)  # the image's USER, as Docker runs it
         except InfraError as e:
             info.update(infra_error=e.kind, infra_detail=str(e))
         except EnvyardError as e:
@@ -151,8 +152,8 @@ class TerminalEnv(gym.Env):
         Returns a note for the agent, or ''."""
         if self._shell.alive:
             return ""
-        self._shell = self.sandbox.shell()
-        return (f"\n[envyard: the shell exited; a new shell was started in {self.task.workdir}: "
+        self._shell = self.sandbox.shell(user=self.image.config.user)
+        return (f"\n[envyard: the shell exited; a new shell was started in {self.sandbox.workdir}: "
                 "variables and the current directory were reset]")
 
     def _verdict_info(self) -> dict:

@@ -194,7 +194,7 @@ class OpenAIPolicy:
 
     def start(self, task: Task, instruction: str) -> None:
         system = self.system_prompt if self.system_prompt is not None else DEFAULT_SYSTEM_PROMPT.format(
-            workdir=task.workdir, max_steps=task.max_steps)
+            workdir=task.workdir_label, max_steps=task.max_steps)
         self.messages = [{"role": "system", "content": system}, {"role": "user", "content": instruction}]
         self.usage = {}
         self.requests = 0

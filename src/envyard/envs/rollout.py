@@ -29,21 +29,30 @@ class Policy(Protocol):
 
 
 class OraclePolicy:
-    """Runs the task's own solution/ (copied in through base64 shell commands), then submits."""
+    """Runs the task's reference solution (its files copied in through base64 shell commands), then submits:
+    solution/solve.sh with the rest of solution/ beside it, Terminal-Bench's solution.sh, or the commands of
+    its solution.yaml one per step."""
 
     name = "oracle"
 
     def start(self, task: Task, instruction: str) -> None:
-        sol = task.root / "solution"
-        if not (sol / "solve.sh").is_file():
-            raise BadInput(f"task {task.name} has no solution/solve.sh", fix="the oracle policy needs one")
+        if task.solution_commands:
+            self.actions = [*task.solution_commands, SUBMIT]
+            return
+        script = task.solution_script
+        if script is None:
+            raise BadInput(f"task {task.name} has no reference solution",
+                           fix="the oracle policy needs solution/solve.sh (or solution.sh / solution.yaml)")
+        folder = script.parent
+        files = [script] if folder == task.root else sorted(p for p in folder.rglob("*") if p.is_file())
         self.actions = ["rm -rf /solution && mkdir -p /solution"]
-        for f in sorted(p for p in sol.rglob("*") if p.is_file()):
-            dest = "/solution/" + str(f.relative_to(sol))
+        for f in files:
+            dest = "/solution/" + str(f.relative_to(folder))
             data = base64.b64encode(f.read_bytes()).decode()
             self.actions.append(f"mkdir -p {shlex.quote(str(Path(dest).parent))} && "
                                 f"printf %s {shlex.quote(data)} | base64 -d > {shlex.quote(dest)}")
-        self.actions += [f"cd {shlex.quote(task.workdir)} && bash /solution/solve.sh", SUBMIT]
+        cd = f"cd {shlex.quote(task.workdir)} && " if task.workdir else ""  # else the shell starts in the image's
+        self.actions += [f"{cd}bash /solution/{script.relative_to(folder)}", SUBMIT]
 
     def act(self, observation: str) -> str:
         return self.actions.pop(0) if self.actions else SUBMIT

@@ -1,4 +1,5 @@
-"""Task directories (Harbor / Terminal-Bench layout): loading, validation with precise errors, image building."""
+"""Task directories: envyard's own layout, Harbor's and Terminal-Bench 1's (harbor.py, tbench.py), loaded into
+one Task; validation with precise errors."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from .carry import NEVER_CARRIED
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 NETWORKS = ("none", "host")
 LIMIT_KEYS = ("memory", "pids", "cpus", "disk")
+HARBOR_ONLY_KEYS = ("version", "schema_version", "task", "solution", "source")
+HARBOR_ENVIRONMENT_KEYS = ("docker_image", "build_timeout_sec", "memory_mb", "storage_mb", "gpus", "allow_internet")
 DEFAULT_MAX_CARRY = 1 << 30  # bytes of the agent's work the verifier gets; more scores 0
 
 
@@ -35,7 +38,7 @@ class Task:
     instruction: str
     metadata: dict
     image: str = "host"
-    workdir: str = "/app"
+    workdir: str | None = "/app"  # None: the image's WORKDIR
     agent_network: str = "none"
     limits: Limits = field(default_factory=Limits)
     agent_timeout: float = 600.0
@@ -45,9 +48,33 @@ class Task:
     protected: list[str] = field(default_factory=list)
     carry: list[str] = field(default_factory=list)  # what of the agent's work reaches the verifier; [] = workdir
     max_carry_bytes: int = DEFAULT_MAX_CARRY
+    # Foreign formats (Harbor, Terminal-Bench 1) describe more than envyard's own layout does:
+    format: str = "envyard"  # "envyard", "harbor" or "terminal-bench"
+    dockerfile: Path | None = None  # the environment is built from this Dockerfile, with build_context ...
+    build_context: Path | None = None
+    docker_image: str | None = None  # ... or pulled from a registry
+    build_timeout: float = 1800.0
+    env: dict[str, str] = field(default_factory=dict)  # in the agent's and the verifier's sandboxes
+    verifier_env: dict[str, str] = field(default_factory=dict)
+    verifier_files: list[tuple[Path, str]] = field(default_factory=list)  # copied in at verification; [] = tests/
+    test_command: str | None = None  # None: tests/test.sh, else unittest over tests/test*.py
+    reward_from: str = "files"  # "files": reward.json/reward.txt, else the exit code; "pytest": its summary too
+    solution_script: Path | None = None  # the oracle runs it (with its directory's other files beside it) ...
+    solution_commands: list[str] = field(default_factory=list)  # ... or these commands, one per step
+    notes: list[str] = field(default_factory=list)  # fields kept but not used: `task check` reports them
 
     def __post_init__(self):
-        self.carry = self.carry or [self.workdir]
+        self.carry = self.carry or [self.workdir or "/"]
+        if not self.verifier_files:
+            self.verifier_files = [(self.tests_dir, "/tests")]
+        if self.solution_script is None and not self.solution_commands:
+            p = self.root / "solution" / "solve.sh"
+            self.solution_script = p if p.is_file() else None
+
+    @property
+    def workdir_label(self) -> str:
+        """The workdir for messages: known only from the image when the task does not name it."""
+        return self.workdir or "the image's working directory"
 
     @property
     def tests_dir(self) -> Path:
@@ -55,8 +82,7 @@ class Task:
 
     @property
     def solution(self) -> Path | None:
-        p = self.root / "solution" / "solve.sh"
-        return p if p.is_file() else None
+        return self.solution_script
 
     @property
     def environment_dir(self) -> Path | None:
@@ -86,19 +112,55 @@ _SCHEMA: dict[str, dict[str, type | tuple]] = {
 }
 
 
+def task_format(root: Path) -> str:
+    """Which layout a task directory uses: Terminal-Bench 1 has a task.yaml; Harbor's task.toml has keys of
+    its own (`version`, `[task]`, `environment.docker_image`, `memory_mb`...) or an environment/ built from a
+    Dockerfile or a compose file; the rest is envyard's own."""
+    if (root / "task.yaml").is_file() and not (root / "task.toml").is_file():
+        return "terminal-bench"
+    try:
+        data = tomllib.loads((root / "task.toml").read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return "envyard"  # check_task says what is wrong with it
+    env = data.get("environment") if isinstance(data.get("environment"), dict) else {}
+    if any(k in data for k in HARBOR_ONLY_KEYS) or any(k in env for k in HARBOR_ENVIRONMENT_KEYS):
+        return "harbor"
+    built = any((root / "environment" / f).is_file() for f in ("Dockerfile", "docker-compose.yaml"))
+    return "harbor" if built and "name" not in data else "envyard"
+
+
 def load_task(path: str | Path) -> Task:
-    """Load and validate a task directory; raises TaskError listing every problem found."""
+    """Load and validate a task directory of any supported layout; raises TaskError listing every problem."""
     root = Path(path)
-    problems = check_task(root)
+    problems, task = inspect_task(root)
     if problems:
         raise TaskError(problems)
-    return _build(root, tomllib.loads((root / "task.toml").read_text()))
+    return task
+
+
+def inspect_task(root: Path) -> tuple[list[str], Task | None]:
+    """(problems, the task when there are none). Notes about fields kept but unused are in `task.notes`."""
+    if not root.is_dir():
+        return [f"{root}: not a directory"], None
+    kind = task_format(root)
+    if kind == "harbor":
+        from .harbor import load_harbor
+
+        return load_harbor(root)
+    if kind == "terminal-bench":
+        from .tbench import load_tbench
+
+        return load_tbench(root)
+    problems = check_task(root)
+    return (problems, None) if problems else ([], _build(root, tomllib.loads((root / "task.toml").read_text())))
 
 
 def check_task(root: Path) -> list[str]:
     """Every problem with a task directory, each as 'file: field: why'. Empty when the task is valid."""
     if not root.is_dir():
         return [f"{root}: not a directory"]
+    if task_format(root) != "envyard":
+        return inspect_task(root)[0]
     toml_path = root / "task.toml"
     if not toml_path.is_file():
         return [f"{toml_path}: missing (every task needs a task.toml)"]
@@ -188,16 +250,21 @@ def _build(root: Path, data: dict) -> Task:
     )
 
 
+def is_task_dir(p: Path) -> bool:
+    return (p / "task.toml").is_file() or (p / "task.yaml").is_file()
+
+
 def find_tasks(paths: list[str | Path]) -> list[Path]:
     """Task directories named directly, or found one level below a directory of tasks."""
     found = []
     for p in map(Path, paths):
-        if (p / "task.toml").is_file():
+        if is_task_dir(p):
             found.append(p)
         elif p.is_dir():
-            found += sorted(d for d in p.iterdir() if (d / "task.toml").is_file())
+            found += sorted(d for d in p.iterdir() if is_task_dir(d))
         else:
             raise BadInput(f"{p}: not a task directory nor a directory of tasks")
     if not found:
-        raise BadInput(f"no tasks found in {', '.join(map(str, paths))}", fix="a task directory holds a task.toml")
+        raise BadInput(f"no tasks found in {', '.join(map(str, paths))}",
+                       fix="a task directory holds a task.toml (envyard, Harbor) or a task.yaml (Terminal-Bench 1)")
     return found

@@ -8,10 +8,14 @@ with the image's own tools.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 
 from ..errors import EnvyardError
+from ..runtime.holder import ROOT_USERS
+from ..runtime.limits import Limits
 from ..store import Image
 from ..yard import Sandbox, Yard
 from .carry import MAX_ENTRIES, carry_changes
@@ -63,7 +67,35 @@ class Verdict:
 
 
 def task_image(yard: Yard, task: Task) -> Image:
-    """The image a task's agent starts in, built once and cached by the digest of base + environment/."""
+    """The image a task's agent starts in: built from its Dockerfile, pulled, or (envyard's own layout) made
+    from a base image, environment/files and environment/setup.sh, cached by the digest of them all."""
+    try:
+        if task.dockerfile is not None:
+            from ..build import build_image
+
+            return build_image(yard, task.build_context, dockerfile=task.dockerfile, tag=f"task/{task.name}:latest",
+                               timeout=task.build_timeout)
+        if task.docker_image is not None:
+            if _in_store(yard, task.docker_image):
+                return yard.image(task.docker_image)
+            from ..images import pull_image
+
+            return pull_image(yard, task.docker_image)
+    except ImportError as e:
+        raise InfraError(INFRA_SETUP, f"task {task.name}: this envyard cannot build or pull images ({e})") from e
+    except EnvyardError as e:
+        raise InfraError(INFRA_SETUP, f"task {task.name}: preparing its environment failed: {e}") from e
+    return _setup_image(yard, task)
+
+
+def _in_store(yard: Yard, ref: str) -> bool:
+    try:
+        return yard.store.has_image(ref)
+    except EnvyardError:  # a reference that is not an envyard image name
+        return False
+
+
+def _setup_image(yard: Yard, task: Task) -> Image:
     base = yard.image(task.image)
     name = f"task/{task.name}:{task.environment_digest(base.layers)}"
     if yard.store.has_image(name):
@@ -114,24 +146,30 @@ def verify(yard: Yard, task: Task, image: Image, agent: Sandbox) -> Verdict:
     layer = store.seal_layer(dest, {"verifier_view": task.name})
     view = Image(name=image.name, layers=[*image.layers, layer.id], config=image.config, created=image.created)
     try:
-        with yard.sandbox(view, network=task.verifier_network, limits=task.limits, workdir="/",
-                          env=VERIFIER_ENV) as v:
+        with yard.sandbox(view, network=task.verifier_network, limits=sandbox_limits(yard, task), workdir="/",
+                          env={**task.env, **task.verifier_env, **VERIFIER_ENV}) as v:
             # /tests and /logs are never carried; the tests are copied in by the owner, not by a program inside.
             prep = v.exec(["/bin/sh", "-c", "rm -rf /tests /logs && mkdir -p /tests /logs/verifier /logs/agent"],
                           max_output=1 << 16)
             if prep.exit_code != 0:
                 return Verdict(None, infra_error=INFRA_VERIFIER_CRASH, **dropped,
                                infra_detail=f"could not prepare /tests and /logs: {prep.stderr.strip()[-300:]}")
-            v.upload(task.tests_dir, "/tests")
-            command = ("bash /tests/test.sh" if (task.tests_dir / "test.sh").is_file()
-                       else "python3 -m unittest discover -s /tests -p 'test*.py'")
-            r = v.exec(command, cwd="/tests", timeout=task.verifier_timeout, max_output=64_000)
+            for host_path, inside in task.verifier_files:
+                if host_path.exists():
+                    v.upload(host_path, inside)
+            user = image.config.user  # the tests run as the image's USER, as in the container the task came from
+            if user not in ROOT_USERS:
+                v.exec(["chmod", "-R", "a+rwX", "/tests", "/logs"], max_output=1 << 16)
+            command = task.test_command or ("bash /tests/test.sh" if (task.tests_dir / "test.sh").is_file()
+                                            else "python3 -m unittest discover -s /tests -p 'test*.py'")
+            r = v.exec(command, cwd="/tests", timeout=task.verifier_timeout, max_output=64_000, user=user)
             out = (r.stdout + r.stderr)[-8000:]
             if r.timed_out:
                 # Not an infrastructure error: the agent's work can stall a verifier (an endless answer, a
                 # program that hangs), and a masked episode would teach it to do so.
                 return Verdict(0.0, {"verifier_timed_out": True}, r.exit_code, out, r.duration, **dropped)
-            reward, metrics = _read_reward(v, r.exit_code)
+            reward, metrics = (pytest_reward(r.exit_code, r.stdout + r.stderr) if task.reward_from == "pytest"
+                               else _read_reward(v, r.exit_code))
             if reward is None:
                 return Verdict(None, metrics, r.exit_code, out, r.duration, **dropped,
                                infra_error=INFRA_VERIFIER_CRASH, infra_detail=metrics["reward_error"])
@@ -142,25 +180,52 @@ def verify(yard: Yard, task: Task, image: Image, agent: Sandbox) -> Verdict:
         store.remove_layer(layer.id)
 
 
+def sandbox_limits(yard: Yard, task: Task) -> Limits:
+    """The task's limits as this machine can apply them: a disk limit is dropped where disk limits do not work
+    (Harbor tasks always name one; a task must not fail for it)."""
+    if task.limits.disk is not None and not yard.can_limit_disk:
+        return dataclasses.replace(task.limits, disk=None)
+    return task.limits
+
+
 def _read_reward(v: Sandbox, exit_code: int) -> tuple[float | None, dict]:
-    """reward.json, else reward.txt, else the verifier's exit code — read in one exec. None when the file holds
-    no number: a broken verifier is the task's fault, not the agent's."""
-    r = v.exec(["/bin/sh", "-c", "cd /logs/verifier 2>/dev/null || exit 0; for f in reward.json reward.txt; do"
-                " if [ -f $f ]; then printf '%s\\n' $f; cat $f; exit 0; fi; done"], max_output=1 << 20)
-    name, _, body = r.stdout.partition("\n")
-    if name == "reward.json":
+    """reward.json, else reward.txt, else the verifier's exit code — read by the owner, capped. None when the
+    file holds no number: a broken verifier is the task's fault, not the agent's."""
+    for name in ("reward.json", "reward.txt"):
         try:
-            data = json.loads(body)
-        except ValueError:
-            data = None
-        if isinstance(data, dict) and isinstance(data.get("reward"), (int, float)):
-            return float(data["reward"]), {k: val for k, val in data.items() if k != "reward"}
-        if isinstance(data, (int, float)):
-            return float(data), {}
-        return None, {"reward_error": "reward.json holds no number under 'reward'"}
-    if name == "reward.txt":
+            body = v.read_file(f"/logs/verifier/{name}", max_bytes=1 << 20).decode(errors="replace")
+        except (FileNotFoundError, EnvyardError):
+            continue
+        if name == "reward.json":
+            try:
+                data = json.loads(body)
+            except ValueError:
+                data = None
+            if isinstance(data, dict) and isinstance(data.get("reward"), (int, float)):
+                return float(data["reward"]), {k: val for k, val in data.items() if k != "reward"}
+            if isinstance(data, (int, float)):
+                return float(data), {}
+            return None, {"reward_error": "reward.json holds no number under 'reward'"}
         try:
             return float(body.strip()), {}
         except ValueError:
             return None, {"reward_error": f"reward.txt is not a number: {body.strip()[:80]!r}"}
     return (1.0 if exit_code == 0 else 0.0), {"reward_from": "exit_code"}
+
+
+PYTEST_SUMMARY = re.compile(r"=+ (.*?) in [\d.]+s(?: \([^)]*\))? =+\s*$", re.M)
+
+
+def pytest_reward(exit_code: int, output: str) -> tuple[float, dict]:
+    """Terminal-Bench's rule: solved when the test script exits 0 and pytest reports no failure or error.
+    The counts of pytest's last summary line become metrics."""
+    counts: dict[str, int] = {}
+    summaries = PYTEST_SUMMARY.findall(output)
+    if summaries:
+        for part in summaries[-1].split(","):
+            number, _, what = part.strip().partition(" ")
+            if number.isdigit():
+                counts[what] = int(number)
+    failed = counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0)
+    solved = exit_code == 0 and failed == 0 and bool(summaries)
+    return (1.0 if solved else 0.0), {"tests": counts, "test_script_exit_code": exit_code}

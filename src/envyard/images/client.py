@@ -259,15 +259,17 @@ class RegistryClient:
         cause = str(e) or type(e).__name__
         if "CERTIFICATE_VERIFY_FAILED" in cause:
             return RegistryUnreachable(
-                f"cannot verify the TLS certificate of {ep.host}: {cause}",
+                f"cannot verify the TLS certificate of {ep.host} (for {self.registry}/{self.repository}): {cause}",
                 fix=f"add its CA to the machine's CA bundle, or list {ep.host} under insecure-registries "
                     "(docs/images.md)")
+        repo = f"{self.registry}/{self.repository}"
         if self.registry == DOCKER_HUB and not ep.mirror:
             return RegistryUnreachable(
-                f"cannot reach Docker Hub ({ep.host}): {cause}; this machine may have no route to public registries",
+                f"cannot reach Docker Hub ({ep.host}) for {repo}: {cause}; this machine may have no route to "
+                "public registries",
                 fix="configure a reachable mirror (registry-mirrors in $ENVYARD_HOME/registries.json or "
                     "ENVYARD_REGISTRY_MIRRORS), or push the image to a registry this machine reaches")
-        return RegistryUnreachable(f"cannot reach registry {ep.host}: {cause}",
+        return RegistryUnreachable(f"cannot reach registry {ep.host} for {repo}: {cause}",
                                    fix=f"check that {ep.host} is up and reachable from this machine")
 
     def _request(self, ep: Endpoint, method: str, path: str, *, headers: dict | None = None, content=None,

@@ -69,7 +69,9 @@ while read -r op id in k; do
       # Background jobs start with SIGINT ignored, which a shell cannot undo itself; env resets it so that
       # interrupt() reaches session commands. Probed on first use to keep sandbox start-up short.
       if [ -z "$E" ]; then if env --default-signal=INT true 2>/dev/null; then E="env --default-signal=INT,QUIT"; else E=" "; fi; fi
-      ( exec 5>"$D/$id.rc"; $S $E $B "$D/$id.loop" </dev/null >/dev/null 2>&1 3>&5 5>&-; echo "exit $?" >&5 ) &
+      # `in` names the session's user ("-": root, the holder's own).
+      if [ "$in" = - ]; then A=; else A="/bin/sh $D/as $in"; fi
+      ( exec 5>"$D/$id.rc"; $S $E $A $B "$D/$id.loop" </dev/null >/dev/null 2>&1 3>&5 5>&-; echo "exit $?" >&5 ) &
       ;;
   esac
 done
@@ -79,6 +81,34 @@ kill -9 -1 2>/dev/null
 """
 
 HOLDER_SCRIPT = HOLDER_SCRIPT.replace("__RUNNER__", shlex.quote(RUNNER_SCRIPT))
+
+# `/bin/sh /.envyard/as USER CMD [ARGS...]`: run CMD as USER (a name or a uid) with its groups and HOME, the
+# way a container runtime applies an image's USER. The switch is made by the image's own tools (util-linux's
+# setpriv, which keeps the environment, else runuser or su); the user is looked up in the image's /etc/passwd.
+AS_USER_SCRIPT = r"""
+u=$1; shift
+name=$u; home=/; uid=; gid=
+while IFS=: read -r n _ i g _ h _; do
+  if [ "$n" = "$u" ] || [ "$i" = "$u" ]; then name=$n; uid=$i; gid=$g; home=$h; break; fi
+done < /etc/passwd
+if [ -z "$uid" ]; then
+  case "$u" in
+    ''|*[!0-9]*) echo "envyard: there is no user '$u' in the image's /etc/passwd" >&2; exit 126 ;;
+  esac
+  uid=$u; gid=$u
+fi
+export HOME="$home" USER="$name" LOGNAME="$name"
+if command -v setpriv >/dev/null 2>&1; then
+  if [ "$name" = "$uid" ]; then exec setpriv --reuid="$uid" --regid="$gid" --clear-groups -- "$@"; fi
+  exec setpriv --reuid="$uid" --regid="$gid" --init-groups -- "$@"
+elif command -v runuser >/dev/null 2>&1; then exec runuser -m -u "$name" -- "$@"
+elif command -v su >/dev/null 2>&1; then exec su -m -s /bin/sh "$name" -c 'exec "$0" "$@"' "$@"
+fi
+echo "envyard: cannot run as '$u': the image has none of setpriv, runuser and su" >&2
+exit 126
+"""
+AS_USER = f"{IPC_MOUNT}/as"
+ROOT_USERS = (None, "", "root", "0", "0:0", "root:root")
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -94,19 +124,23 @@ def check_env(env: dict[str, str] | None) -> dict[str, str]:
     return env
 
 
-def command_script(cmd: str | list[str], cwd: str, env: dict[str, str]) -> str:
-    """A script that enters `cwd`, exports `env` and runs `cmd` (sourced by a runner in a subshell).
+def command_script(cmd: str | list[str], cwd: str, env: dict[str, str], user: str | None = None) -> str:
+    """A script that enters `cwd`, exports `env` and runs `cmd` (sourced by a runner in a subshell), as `user`
+    when one other than root is given.
 
     A string runs as the body of a shell (as `sh -c` would); an argv list is exec'd directly, so a missing
     program yields the shell's exit code 127.
     """
     lines = [f"cd -- {shlex.quote(cwd)} || exit 126"]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
-    if isinstance(cmd, str):
+    if isinstance(cmd, list) and not cmd:
+        raise BadInput("empty command", fix="give a shell string or a non-empty argv list")
+    if user not in ROOT_USERS:
+        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else cmd
+        lines.append(f"exec /bin/sh {AS_USER} {shlex.quote(user)} {shlex.join(argv)}")
+    elif isinstance(cmd, str):
         lines.append(cmd)
     else:
-        if not cmd:
-            raise BadInput("empty command", fix="give a shell string or a non-empty argv list")
         lines.append("exec " + shlex.join(cmd))
     return "\n".join(lines) + "\n"
 

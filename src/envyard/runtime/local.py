@@ -36,7 +36,8 @@ from .cgroups import Cgroups
 from .kernelview import mask_args
 from .limits import Limits
 from .volume import SandboxVolume
-from .holder import HOLDER_SCRIPT, IPC_MOUNT, check_env, command_script, session_loop_script
+from .holder import (AS_USER_SCRIPT, HOLDER_SCRIPT, IPC_MOUNT, ROOT_USERS, check_env, command_script,
+                     session_loop_script)
 from .result import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_SPILL, ExecResult, OutputBuffer, SpillBudget
 
 log = logging.getLogger("envyard")
@@ -254,6 +255,7 @@ class LocalSandbox(SandboxHandle):
     def _start(self) -> None:
         self._next_runner = 1
         os.mkfifo(self.ipc / "spare.1", 0o600)  # the holder's first runner waits on it
+        (self.ipc / "as").write_text(AS_USER_SCRIPT)
         info_r, info_w = _info_file(self.dir)
         log_file = open(self.dir / "bwrap.log", "wb")
         try:
@@ -515,11 +517,12 @@ class LocalSandbox(SandboxHandle):
     # ---- exec ---------------------------------------------------------------------------------------------
 
     def exec(self, cmd, *, timeout=None, cwd=None, env=None, stdin=None, max_output=DEFAULT_MAX_OUTPUT,
-             max_spill=DEFAULT_MAX_SPILL, cancel: "Cancel | None" = None, on_output=None) -> ExecResult:
+             max_spill=DEFAULT_MAX_SPILL, cancel: "Cancel | None" = None, on_output=None,
+             user: str | None = None) -> ExecResult:
         self._check_open()
         eid = f"x{next(self._ids)}"
         base = self.ipc / eid
-        base.with_suffix(".sh").write_text(command_script(cmd, cwd or self.workdir, check_env(env)))
+        base.with_suffix(".sh").write_text(command_script(cmd, cwd or self.workdir, check_env(env), user))
         if stdin is not None:
             base.with_suffix(".in").write_bytes(stdin.encode() if isinstance(stdin, str) else stdin)
         fifos = {}
@@ -571,9 +574,9 @@ class LocalSandbox(SandboxHandle):
                 raise SandboxClosed(f"sandbox {self.id} was closed while a command ran") from e
             raise
 
-    def shell(self) -> "LocalShell":
+    def shell(self, user: str | None = None) -> "LocalShell":
         self._check_open()
-        sh = LocalShell(self, f"s{next(self._ids)}")
+        sh = LocalShell(self, f"s{next(self._ids)}", user)
         self._sessions.append(sh)
         return sh
 
@@ -591,6 +594,12 @@ def _info_file(sandbox_dir: Path) -> tuple[int, int]:
     path = sandbox_dir / "info.json"
     info_w = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     return os.open(path, os.O_RDONLY | os.O_CLOEXEC), info_w
+
+
+def _mkfifo(path: Path, mode: int) -> None:
+    os.mkfifo(path, mode)
+    if mode & 0o066:
+        os.chmod(path, mode)  # mkfifo's mode is masked by the umask
 
 
 def _holder_of(init_pid: int) -> tuple[int, int] | None:
@@ -853,9 +862,12 @@ class LocalShell:
     shell lives on; if the shell itself is stuck (a busy builtin loop) it is restarted, and stderr says so.
     """
 
-    def __init__(self, sandbox: LocalSandbox, session_id: str):
+    def __init__(self, sandbox: LocalSandbox, session_id: str, user: str | None = None):
         self.sb = sandbox
         self.id = session_id
+        self.user = None if user in ROOT_USERS else user
+        # A session of another user opens its FIFOs and command files itself: they must be open to it.
+        self._mode = 0o600 if self.user is None else 0o666
         self._n = itertools.count(1)
         self._lock = threading.Lock()
         self._closed = False
@@ -868,10 +880,10 @@ class LocalShell:
             p = base.with_suffix(suffix)
             if p.exists():
                 p.unlink()
-            os.mkfifo(p, 0o600)
+            _mkfifo(p, self._mode)
         self.cmd_fd = os.open(base.with_suffix(".cmd"), os.O_RDWR)  # O_RDWR: never blocks, never EOFs
         self.rc = _LineReader(os.open(base.with_suffix(".rc"), os.O_RDONLY | os.O_NONBLOCK), closes_on_exit=False)
-        self.sb._send(f"shell {self.id} 0\n")
+        self.sb._send(f"shell {self.id} {self.user or '-'}\n")
         deadline = time.monotonic() + START_TIMEOUT
         while (inner := self.rc.pid()) is None:
             if time.monotonic() > deadline or not self.sb.alive:
@@ -902,7 +914,7 @@ class LocalShell:
             fds = []
             try:
                 for kind in ("out", "err"):
-                    os.mkfifo(base.with_suffix("." + kind), 0o600)
+                    _mkfifo(base.with_suffix("." + kind), self._mode)
                     fds.append(os.open(base.with_suffix("." + kind), os.O_RDONLY | os.O_NONBLOCK))
                 out = OutputBuffer(max_output, self.sb.spill / f"{self.id}-{n}.stdout", _stream_to(on_output, "stdout"),
                                    max_spill=max_spill, budget=self.sb.spill_budget)

@@ -205,7 +205,7 @@ class McpEpisode:
 
 def _server_instructions(task) -> str:
     return (f"You are working on the task {task.name!r} inside an isolated Linux sandbox (working directory "
-            f"{task.workdir}). Use the bash, read_file and write_file tools to do the task, then call submit "
+            f"{task.workdir_label}). Use the bash, read_file and write_file tools to do the task, then call submit "
             "once: a verifier scores the final state and the episode ends.\n\n"
             f"Budget: {task.max_steps} bash commands, {task.agent_timeout:g} s from the first tool call.\n\n"
             f"The task:\n\n{task.instruction}")
@@ -260,21 +260,21 @@ def build_server(yard, task_dir, *, step_timeout: float = 60):
     text_only = _tool_kwargs(server, structured_output=False)
 
     @server.tool(name="bash", description=(
-        f"Run a shell command (bash -c style, in a persistent shell; cwd starts at {task.workdir}) inside the "
+        f"Run a shell command (bash -c style, in a persistent shell; cwd starts at {task.workdir_label}) inside the "
         f"task's sandbox. Returns stdout, then stderr after a [stderr] line, then [exit code N] (or [timed out] "
         f"after {step_timeout:g} s). Each call is one step of the task's budget."), **text_only)
     async def bash(command: str) -> str:
         return await call(episode.bash, command)
 
     @server.tool(name="read_file", description=(
-        f"Read a UTF-8 text file in the sandbox (relative paths are relative to {task.workdir}). Binary files, "
+        f"Read a UTF-8 text file in the sandbox (relative paths are relative to {task.workdir_label}). Binary files, "
         "directories and files over 1 MiB are errors: use bash for those."), **text_only)
     async def read_file(path: str) -> str:
         return await call(episode.read_file, path)
 
     @server.tool(name="write_file", description=(
         f"Create or overwrite a file in the sandbox with exactly `content` (UTF-8; parent directories are "
-        f"created; relative paths are relative to {task.workdir})."), **text_only)
+        f"created; relative paths are relative to {task.workdir_label})."), **text_only)
     async def write_file(path: str, content: str) -> str:
         return await call(episode.write_file, path, content)
 
