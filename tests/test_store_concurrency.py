@@ -279,7 +279,8 @@ def test_store_of_schema_version_1_is_migrated(tmp_path):
     conn.close()
     yard = envyard.Yard(home)
     try:
-        assert yard.store.db.query("SELECT value FROM meta WHERE key='schema_version'")[0]["value"] == "2"
+        assert yard.store.db.query("SELECT value FROM meta WHERE key='schema_version'")[0]["value"] == "3"
+        assert yard.store.db.query("SELECT name FROM sqlite_master WHERE name='blobs'")  # added in version 3
         assert yard.image("old:v1").layers == ["0123abcd"]
         assert collect(yard.store)["partial_layers"] == []  # the old layer is neither partial nor an orphan
         assert (home / "layers" / "0123abcd").is_dir()

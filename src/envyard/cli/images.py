@@ -111,11 +111,11 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
     @app.command()
     def save(name: str = typer.Argument(..., help="An image in the store."),
              output: Path = typer.Option(..., "--output", "-o", help="The tar file (or directory, with --dir) to "
-                                         "write; must not exist."),
+                                         "write; must not exist (--dir: or be empty)."),
              directory: bool = typer.Option(False, "--dir", help="Write an OCI layout directory, not a tar."),
              as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
-        """Write an image as an OCI image layout (a tar, or a directory), which `envyard load`, `docker load`,
-        skopeo and podman read."""
+        """Write an image as an OCI image layout (a tar, or a directory) that `envyard load` and `docker load`
+        read."""
         from ..images import save_image
 
         try:
