@@ -129,3 +129,33 @@ def test_pytest_summary_decides_a_terminal_bench_reward():
     assert pytest_reward(1, "==== 1 failed, 1 passed in 0.02s ====\n")[0] == 0.0
     assert pytest_reward(0, "==== 1 passed, 1 error in 0.02s ====\n")[0] == 0.0
     assert pytest_reward(0, "no pytest here\n")[0] == 0.0
+
+
+# ---- end to end: built from their Dockerfiles FROM debian:bookworm (the test cache's debootstrap image) --------
+
+
+@pytest.mark.timeout(900)
+def test_harbor_and_terminal_bench_tasks_run_unchanged(debian_yard):
+    from envyard.envs import NoopPolicy, OraclePolicy, run_rollouts
+
+    tasks = [FIXTURES / "harbor-hello", FIXTURES / "tbench-hello"]
+    oracle = run_rollouts(debian_yard, tasks, OraclePolicy, concurrency=2)
+    assert {e.task: (e.reward, e.infra_error) for e in oracle} == {"harbor-hello": (1.0, None),
+                                                                   "tbench-hello": (1.0, None)}
+    tb = next(e for e in oracle if e.task == "tbench-hello")
+    assert tb.metrics["tests"] == {"passed": 2}
+    noop = run_rollouts(debian_yard, tasks, NoopPolicy, concurrency=2)
+    assert {e.task: (e.reward, e.infra_error) for e in noop} == {"harbor-hello": (0.0, None),
+                                                                 "tbench-hello": (0.0, None)}
+
+
+def test_the_image_workdir_and_env_reach_the_agent(debian_yard):
+    from envyard.envs import TerminalEnv
+
+    env = TerminalEnv(FIXTURES / "harbor-hello", yard=debian_yard)
+    try:
+        env.reset()
+        obs, *_ = env.step("pwd; echo $GREETING_FILE")
+        assert obs.startswith("/app\n/app/hello.txt\n")
+    finally:
+        env.close()

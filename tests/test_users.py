@@ -19,6 +19,14 @@ def test_exec_as_a_user_by_name_or_uid(sb):
     assert sb.exec("cat /etc/shadow >/dev/null", user="nobody").exit_code != 0  # really unprivileged
 
 
+def test_user_and_group_as_docker_resolves_them(sb):
+    sb.exec("groupadd -f -g 4321 staff2")
+    assert sb.exec("id -u; id -g", user="nobody:staff2").stdout.split() == ["65534", "4321"]
+    assert sb.exec("id -u; id -g; id -G", user="4242").stdout.split() == ["4242", "0", "0"]  # no passwd entry: gid 0
+    assert sb.exec("id -g", user="4242:7").stdout == "7\n"
+    assert "no group 'nogroupx'" in sb.exec("true", user="nobody:nogroupx").stderr
+
+
 def test_supplementary_groups_come_with_the_user(sb):
     sb.exec("groupadd -f crew && useradd -m -G crew sailor")
     assert "crew" in sb.exec("id -Gn", user="sailor").stdout.split()
@@ -37,7 +45,7 @@ def test_a_session_as_a_user_keeps_its_state(sb):
 def test_unknown_users_and_bad_values(sb):
     r = sb.exec("true", user="no-such-user")
     assert r.exit_code == 126 and "no user 'no-such-user'" in r.stderr
-    for bad in ("a b", "../x", "", True, -1, 1.5, "x" * 40):
+    for bad in ("a b", "../x", "", True, -1, 1.5, "x" * 40, "a:b:c", ":g"):
         with pytest.raises(envyard.BadInput, match="user"):
             sb.exec("true", user=bad)
     with pytest.raises(envyard.BadInput):

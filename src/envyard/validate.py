@@ -189,11 +189,12 @@ def security(level: object) -> str:
     return level
 
 
-USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$")
+USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,31})?$")
 
 
 def user(value: object) -> str | None:
-    """A user to run as: a name or a uid (as an image's USER names one); None for root."""
+    """A user to run as: a name or a uid, optionally with `:group` (as an image's USER names one); None for
+    root."""
     if value is None:
         return None
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
@@ -201,4 +202,4 @@ def user(value: object) -> str | None:
     if isinstance(value, str) and USER_RE.match(value):
         return value
     raise BadInput(f"user must be a user name or a uid, not {value!r}",
-                   fix="give a name from the image's /etc/passwd (e.g. 'app') or a number")
+                   fix="give a name from the image's /etc/passwd (e.g. 'app'), a number, or USER:GROUP")

@@ -192,9 +192,11 @@ def run_rollouts(yard: Yard, tasks: list[Path], make: Callable[[], Policy], *, c
                  out_dir: Path | None = None, on_done: Callable[[Episode], None] | None = None) -> list[Episode]:
     loaded = [load_task(t) for t in tasks]  # fail fast on a malformed task, before any sandbox starts
     if make().name == "oracle":
-        missing = [t.name for t in loaded if t.solution is None]
+        missing = [t.name for t in loaded if t.solution is None and not t.solution_commands]
         if missing:
-            raise BadInput(f"no solution/solve.sh in: {', '.join(missing)}", fix="the oracle policy needs one per task")
+            raise BadInput(f"no reference solution in: {', '.join(missing)}",
+                           fix="the oracle policy needs solution/solve.sh (Terminal-Bench: solution.sh or "
+                               "solution.yaml) in each task")
     if out_dir is not None:
         if out_dir.exists() and not out_dir.is_dir():
             raise BadInput(f"--out {out_dir} exists and is not a directory")

@@ -82,12 +82,15 @@ kill -9 -1 2>/dev/null
 
 HOLDER_SCRIPT = HOLDER_SCRIPT.replace("__RUNNER__", shlex.quote(RUNNER_SCRIPT))
 
-# `/bin/sh /.envyard/as USER CMD [ARGS...]`: run CMD as USER (a name or a uid) with its groups and HOME, the
-# way a container runtime applies an image's USER. The switch is made by the image's own tools (util-linux's
-# setpriv, which keeps the environment, else runuser or su); the user is looked up in the image's /etc/passwd.
+# `/bin/sh /.envyard/as USER[:GROUP] CMD [ARGS...]`: run CMD as that user (a name or a uid) with its groups and
+# HOME, the way a container runtime applies an image's USER: a numeric user without a passwd entry gets group 0,
+# an explicit group replaces the user's groups. The switch is made by the image's own tools (util-linux's setpriv,
+# which keeps the environment, else runuser or su); names are looked up in the image's /etc/passwd and /etc/group.
 AS_USER_SCRIPT = r"""
-u=$1; shift
-name=$u; home=/; uid=; gid=
+spec=$1; shift
+u=${spec%%:*}; grp=
+case "$spec" in *:*) grp=${spec#*:} ;; esac
+name=; uid=; gid=; home=/
 while IFS=: read -r n _ i g _ h _; do
   if [ "$n" = "$u" ] || [ "$i" = "$u" ]; then name=$n; uid=$i; gid=$g; home=$h; break; fi
 done < /etc/passwd
@@ -95,16 +98,25 @@ if [ -z "$uid" ]; then
   case "$u" in
     ''|*[!0-9]*) echo "envyard: there is no user '$u' in the image's /etc/passwd" >&2; exit 126 ;;
   esac
-  uid=$u; gid=$u
+  uid=$u; gid=0
 fi
-export HOME="$home" USER="$name" LOGNAME="$name"
+if [ -n "$grp" ]; then
+  case "$grp" in
+    *[!0-9]*) g=; while IFS=: read -r n _ i _; do [ "$n" = "$grp" ] && { g=$i; break; }; done < /etc/group
+              [ -n "$g" ] || { echo "envyard: there is no group '$grp' in the image's /etc/group" >&2; exit 126; }
+              gid=$g ;;
+    *) gid=$grp ;;
+  esac
+fi
+export HOME="$home" USER="${name:-$uid}" LOGNAME="${name:-$uid}"
 if command -v setpriv >/dev/null 2>&1; then
-  if [ "$name" = "$uid" ]; then exec setpriv --reuid="$uid" --regid="$gid" --clear-groups -- "$@"; fi
+  if [ -z "$name" ] || [ -n "$grp" ]; then exec setpriv --reuid="$uid" --regid="$gid" --clear-groups -- "$@"; fi
   exec setpriv --reuid="$uid" --regid="$gid" --init-groups -- "$@"
-elif command -v runuser >/dev/null 2>&1; then exec runuser -m -u "$name" -- "$@"
-elif command -v su >/dev/null 2>&1; then exec su -m -s /bin/sh "$name" -c 'exec "$0" "$@"' "$@"
+elif [ -n "$name" ] && [ -z "$grp" ] && command -v runuser >/dev/null 2>&1; then exec runuser -m -u "$name" -- "$@"
+elif [ -n "$name" ] && [ -z "$grp" ] && command -v su >/dev/null 2>&1; then
+  exec su -m -s /bin/sh "$name" -c 'exec "$0" "$@"' "$@"
 fi
-echo "envyard: cannot run as '$u': the image has none of setpriv, runuser and su" >&2
+echo "envyard: cannot run as '$spec': the image has none of setpriv, runuser and su" >&2
 exit 126
 """
 AS_USER = f"{IPC_MOUNT}/as"
