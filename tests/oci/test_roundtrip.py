@@ -72,3 +72,16 @@ def test_images_sharing_a_base_share_its_layer(pushed_debian, registry, make_yar
     assert first_phases(events) == ["exists", "download"]
     with user.sandbox(second) as sb:
         assert sb.read_file("/opt/derived.txt") == b"on top of debian\n"
+
+
+def test_a_dockerfile_from_a_registry_image_pulls_it(pushed_debian, make_yard, tmp_path):
+    """`envyard build` calls pull_image for a FROM image that is not in the store."""
+    from envyard.build import build_image
+
+    (tmp_path / "Dockerfile").write_text(f"FROM {pushed_debian}\nRUN echo built > /built.txt\n")
+    yard = make_yard()
+    img = build_image(yard, tmp_path, tag="built/on-pulled:1")
+    base = yard.image(pushed_debian)  # pulled during the build
+    assert img.layers[0] == base.layers[0] and base.config.provenance["provider"] == "registry"
+    with yard.sandbox(img) as sb:
+        assert sb.read_file("/built.txt") == b"built\n"
