@@ -238,3 +238,23 @@ def test_bad_image_names(bad):
 def test_references_follow_dockers_normalisation(ref, parts):
     r = parse_reference(ref)
     assert (r.registry, r.repository, r.tag, r.name) == parts
+
+
+def test_push_in_docker_schema_2(registry, make_yard):
+    """Docker's media types know gzip layers only: a zstd or plain layer is packed again as gzip."""
+    layers = [tar_layer([("app/", None), ("app/one", b"1")]), tar_layer([("app/two", b"2")]),
+              tar_layer([("app/three", b"3")])]
+    Raw(registry.url).image("schema2/src", "v1", list(zip(layers, ["gzip", "zstd", "plain"])))
+    yard = make_yard()
+    img = yard.pull_image(f"{registry.host}/schema2/src:v1")
+    ref = f"{registry.host}/schema2/out:v1"
+    result = push_image(yard, img.name, ref, format="docker")
+    assert [layer["action"] for layer in result.layers] == ["mounted", "uploaded", "uploaded"]
+    doc = httpx.get(f"{registry.url}/v2/schema2/out/manifests/v1",
+                    headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"}).json()
+    assert doc["mediaType"] == "application/vnd.docker.distribution.manifest.v2+json"
+    assert {layer["mediaType"] for layer in doc["layers"]} == {"application/vnd.docker.image.rootfs.diff.tar.gzip"}
+    other = make_yard()
+    again = other.pull_image(ref)
+    contents = [sorted(p.name for p in (other.store.layer(i).path / "app").iterdir()) for i in again.layers]
+    assert contents == [["one"], ["two"], ["three"]]
