@@ -281,8 +281,16 @@ class Builder:
                                 "pull from registries", fix=f"pull or import it first (`envyard base pull`, "
                                 f"`envyard base import FILE --name {ref}`), or build it with `envyard build -t "
                                 f"{ref}`") from None
-        return pull_image(self.yard, ref, on_progress=lambda line: self.emit(event="output", n=self.n,
-                                                                             stream="stderr", text=line + "\n"))
+        announced: set[str] = set()
+
+        def report(p) -> None:  # one line per step of the pull, not one per chunk downloaded
+            if getattr(p, "phase", None) == "download":
+                if p.digest in announced:
+                    return
+                announced.add(p.digest)
+            self.emit(event="output", n=self.n, stream="stderr", text=p + "\n")
+
+        return pull_image(self.yard, ref, on_progress=report)
 
     # ---- instructions ---------------------------------------------------------------------------------------
 
