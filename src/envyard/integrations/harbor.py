@@ -246,7 +246,12 @@ class EnvyardEnvironment(BaseEnvironment):
                              "the host's network or none")
         binds, ro_binds = {}, {}
         for mount in self._host_mounts:
-            (ro_binds if mount.get("read_only") else binds)[str(Path(mount["source"]).resolve())] = mount["target"]
+            source = Path(mount["source"]).resolve()
+            if mount.get("read_only"):
+                ro_binds[str(source)] = mount["target"]
+            else:
+                source.mkdir(parents=True, exist_ok=True)  # as Docker does for a missing bind source
+                binds[str(source)] = mount["target"]
         compose_env = compose_environment(self._compose) if self._compose else {}
         return {"network": network, "limits": limits, "env": {**compose_env, **self._startup_env()},
                 "workdir": self.task_env_config.workdir, "binds": binds, "ro_binds": ro_binds,
