@@ -67,23 +67,25 @@ def reward(trial: dict) -> float | None:
 
 
 def test_the_oracle_solves_every_task(harbor_env, tmp_path, debian_yard):
-    trials = harbor_run(harbor_env, tmp_path, dataset(tmp_path, "harbor-hello", "harbor-user"), "oracle", debian_yard)
+    tasks = dataset(tmp_path, "harbor-hello", "harbor-user", "harbor-separate")
+    trials = harbor_run(harbor_env, tmp_path, tasks, "oracle", debian_yard)
     for name, trial in trials.items():
         assert trial["exception_info"] is None, (name, trial["exception_info"])
         assert reward(trial) == 1.0, name
         # the verifier's and the agent's logs came back through download_dir
         assert (trial["dir"] / "verifier" / "reward.txt").read_text().strip() == "1"
         assert (trial["dir"] / "agent" / "oracle.txt").exists()
-    assert set(trials) == {"harbor-hello", "envyard-tests/harbor-user"}
+    assert set(trials) == {"harbor-hello", "envyard-tests/harbor-user", "harbor-separate"}
+    assert trials["harbor-separate"]["verifier_environment_mode"] == "separate"  # a second sandbox verified it
 
 
 def test_the_nop_agent_scores_zero_and_a_broken_build_is_harbors_build_failure(harbor_env, tmp_path, debian_yard):
-    tasks = dataset(tmp_path, "harbor-hello", "harbor-user")
+    tasks = dataset(tmp_path, "harbor-hello", "harbor-user", "harbor-separate")
     broken = tasks / "harbor-broken"
     shutil.copytree(TASKS / "harbor-hello", broken)
     (broken / "environment" / "Dockerfile").write_text("FROM debian:bookworm\nRUN echo building; exit 7\n")
     trials = harbor_run(harbor_env, tmp_path, tasks, "nop", debian_yard)
-    for name in ("harbor-hello", "envyard-tests/harbor-user"):
+    for name in ("harbor-hello", "envyard-tests/harbor-user", "harbor-separate"):
         assert trials[name]["exception_info"] is None, (name, trials[name]["exception_info"])
         assert reward(trials[name]) == 0.0, name
     failure = trials["harbor-broken"]["exception_info"]
