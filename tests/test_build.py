@@ -148,6 +148,7 @@ def test_dockerignore_patterns():
 
 def test_every_instruction_over_debian(byard, tmp_path):
     ctx = fixture(tmp_path, "everything")
+    (ctx / "files" / "top.txt").chmod(0o600)  # git keeps only the executable bit: the mode is set here
     make_archive(ctx / "archive.tar.gz")
     events = Events()
     img = build_image(byard, ctx, tag="test/everything:1", build_args={"FLAVOR": "spicy", "HTTP_PROXY": ""},
