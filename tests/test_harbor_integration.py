@@ -90,7 +90,8 @@ def test_the_nop_agent_scores_zero_and_a_broken_build_is_harbors_build_failure(h
         assert reward(trials[name]) == 0.0, name
     failure = trials["harbor-broken"]["exception_info"]
     assert failure["exception_type"] == "SandboxBuildFailedError"  # Harbor's type: not graded as a 0
-    assert "Dockerfile line 2" in failure["exception_message"] and "7" in failure["exception_message"]
+    assert "Dockerfile line 2" in failure["exception_message"] and "exited 7: building" in failure["exception_message"]
+    assert "(fix: " in failure["exception_message"]  # envyard's cause and fix, in Harbor's result
     assert reward(trials["harbor-broken"]) is None
 
 
