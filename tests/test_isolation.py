@@ -163,6 +163,17 @@ def test_binds_are_shared_and_read_only_binds_are_not_writable(yard, host, tmp_p
     yard.remove_image(snap.name)
 
 
+def test_missing_parents_of_a_mount_point_are_made_0755(yard, host, tmp_path):
+    """As Docker makes them: a non-root user can reach a bind under directories the image lacks; directories the
+    image has keep their modes."""
+    (tmp_path / "seen.txt").write_text("ok\n")
+    tmp_path.chmod(0o755)  # pytest makes it 0700
+    with yard.sandbox(host, binds={str(tmp_path): "/envyard-new/deep/cache"},
+                      ro_binds={str(tmp_path / "seen.txt"): "/root/envyard-ro.txt"}) as sb:
+        assert sb.exec("stat -c %a /envyard-new /envyard-new/deep /root").stdout.split() == ["755", "755", "700"]
+        assert sb.exec("cat /envyard-new/deep/cache/seen.txt", user="nobody").stdout == "ok\n"
+
+
 def test_bad_binds_are_refused(yard, host, tmp_path):
     with pytest.raises(envyard.BadInput):
         yard.sandbox(host, binds={str(tmp_path / "missing"): "/mnt/x"})

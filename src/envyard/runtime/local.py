@@ -23,7 +23,7 @@ import subprocess
 import threading
 import time
 import uuid
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from .. import janitor, procinfo, validate
 from ..bases.host import host_view_pinned
@@ -236,6 +236,11 @@ class LocalSandbox(SandboxHandle):
                  "--ro-bind", str(self.ipc), IPC_MOUNT]
         if self.spec.network == "host":
             args += ["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
+        # A mount point's missing parents would be made 0700, which a non-root user cannot cross; Docker makes
+        # them 0755. `--dir` leaves existing directories alone.
+        parents = {p for _, inside in (*self.spec.binds, *self.spec.ro_binds) for p in PurePosixPath(inside).parents}
+        for parent in sorted(parents - {PurePosixPath("/")}, key=lambda p: len(p.parts)):
+            args += ["--perms", "0755", "--dir", str(parent)]
         for host_path, inside in self.spec.binds:
             args += ["--bind", host_path, inside]
         for host_path, inside in self.spec.ro_binds:
