@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import shlex
 import time
@@ -27,15 +26,20 @@ class Policy(Protocol):
     def act(self, observation: str) -> str:
         """The next shell command, or `submit`."""
 
+    # Optional: `prepare(sandbox)`, called once after start(), puts the policy's own files in place as the
+    # owner (root) would — the oracle's solution; an agent's actions stay shell commands.
+
 
 class OraclePolicy:
-    """Runs the task's reference solution (its files copied in through base64 shell commands), then submits:
-    solution/solve.sh with the rest of solution/ beside it, Terminal-Bench's solution.sh, or the commands of
-    its solution.yaml one per step."""
+    """Runs the task's reference solution, then submits: solution/solve.sh with the rest of solution/ beside
+    it at /solution (copied in by the owner, as Harbor's oracle has them uploaded, so an agent user that may
+    not write / can still run them), Terminal-Bench's solution.sh, or the commands of its solution.yaml, one
+    per step."""
 
     name = "oracle"
 
     def start(self, task: Task, instruction: str) -> None:
+        self.task = task
         if task.solution_commands:
             self.actions = [*task.solution_commands, SUBMIT]
             return
@@ -43,16 +47,20 @@ class OraclePolicy:
         if script is None:
             raise BadInput(f"task {task.name} has no reference solution",
                            fix="the oracle policy needs solution/solve.sh (or solution.sh / solution.yaml)")
-        folder = script.parent
-        files = [script] if folder == task.root else sorted(p for p in folder.rglob("*") if p.is_file())
-        self.actions = ["rm -rf /solution && mkdir -p /solution"]
-        for f in files:
-            dest = "/solution/" + str(f.relative_to(folder))
-            data = base64.b64encode(f.read_bytes()).decode()
-            self.actions.append(f"mkdir -p {shlex.quote(str(Path(dest).parent))} && "
-                                f"printf %s {shlex.quote(data)} | base64 -d > {shlex.quote(dest)}")
         cd = f"cd {shlex.quote(task.workdir)} && " if task.workdir else ""  # else the shell starts in the image's
-        self.actions += [f"{cd}bash /solution/{script.relative_to(folder)}", SUBMIT]
+        self.actions = [f"{cd}bash /solution/{shlex.quote(script.name)}", SUBMIT]
+
+    def prepare(self, sandbox) -> None:
+        """Before the first step: the solution's files at /solution, readable by any user."""
+        script = self.task.solution_script
+        if script is None:
+            return
+        folder = script.parent
+        if folder == self.task.root:  # Terminal-Bench: the script alone, not the whole task
+            sandbox.write_file(f"/solution/{script.name}", script.read_bytes(), mode=0o755)
+        else:
+            sandbox.upload(folder, "/solution")
+        sandbox.exec(["chmod", "-R", "a+rX", "/solution"])
 
     def act(self, observation: str) -> str:
         return self.actions.pop(0) if self.actions else SUBMIT
@@ -154,6 +162,8 @@ def run_episode(yard: Yard, task: Task, policy: Policy, out_dir: Path | None = N
         messages.append({"role": "user", "content": task.instruction})
         if not info.get("infra_error"):
             policy.start(task, obs)
+            if hasattr(policy, "prepare"):  # a policy's own files, put in place by the owner (the oracle's)
+                policy.prepare(env.sandbox)
         while not info.get("infra_error"):
             action = policy.act(obs)
             call_id = f"call_{uuid.uuid4().hex[:12]}"
