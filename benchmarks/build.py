@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Dockerfile builds: cold and cached build time of the test fixtures, `envyard build` vs `docker build`.
+"""Dockerfile builds: cold and cached build time of the test fixtures, `envyard build` vs `docker build`; and the
+time from a Harbor task directory to the agent's first command result, envyard vs Docker.
 
 Cold = an empty build cache (envyard: cache pruned; Docker: --no-cache); cached = the same build right after.
 Docker runs as a private dockerd (its own socket and data root under /var/tmp/envyard-bench-docker, no bridge,
@@ -10,7 +11,12 @@ Docker numbers. debian:bookworm is the same rootfs on both sides (Docker gets it
     python benchmarks/build.py                    # 3 reps per fixture
     python benchmarks/build.py --reps 1 --skip-docker
 
-Prints a table and writes JSON (machine, date, samples) to --json (default benchmarks/results/build.json).
+"Task dir → first step" (tests/fixtures/tasks/harbor-hello, its Dockerfile FROM debian:bookworm): envyard loads
+the task, builds its image, starts the agent's sandbox and runs `true` in the agent's shell (TerminalEnv.reset +
+step); Docker builds the same Dockerfile, starts a container (`sleep infinity`) and runs `docker exec … true`.
+Cold = no build cache; warm = the image built already.
+
+Prints tables and writes JSON (machine, date, samples) to --json (default benchmarks/results/build.json).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from envyard.build import cache
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "dockerfiles"
+TASK = ROOT / "tests" / "fixtures" / "tasks" / "harbor-hello"
 DOCKER_ROOT = Path("/var/tmp/envyard-bench-docker")
 DOCKER_CAN_BUILD = {"scratch", "ignore", "cache"}
 console = Console()
@@ -90,6 +97,41 @@ def timed(fn) -> float:
     return time.perf_counter() - t
 
 
+def task_to_first_step(yard: envyard.Yard, with_docker: bool, reps: int) -> dict:
+    """Seconds from a Harbor task directory to the result of the agent's first command (see the docstring)."""
+    from envyard.envs import TerminalEnv
+
+    def ours():
+        env = TerminalEnv(TASK, yard=yard)
+        try:
+            _, info = env.reset()
+            assert not info.get("infra_error"), info
+            obs, *_ = env.step("true")
+            assert obs.endswith("[exit code 0]"), obs
+        finally:
+            env.close()
+
+    def theirs(no_cache: bool):
+        docker("build", "-q", *(["--no-cache"] if no_cache else []), "-t", "bench/harbor-hello", TASK / "environment")
+        cid = docker("run", "-d", "--network", "none", "bench/harbor-hello", "sleep", "infinity").stdout.decode().strip()
+        try:
+            docker("exec", cid, "true")
+        finally:
+            docker("rm", "-f", cid, check=False)
+
+    samples = {"envyard_cold": [], "envyard_warm": [], "docker_cold": [], "docker_warm": []}
+    for _ in range(reps):
+        cache.prune(yard.store)
+        samples["envyard_cold"].append(timed(ours))
+        samples["envyard_warm"].append(timed(ours))
+        if with_docker:
+            samples["docker_cold"].append(timed(lambda: theirs(True)))
+            samples["docker_warm"].append(timed(lambda: theirs(False)))
+    med = {k: statistics.median(v) if v else None for k, v in samples.items()}
+    console.print("  task → first step: " + ", ".join(f"{k} {v:.3f}s" for k, v in med.items() if v is not None))
+    return {**med, "samples": samples}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=3)
@@ -139,6 +181,7 @@ def main() -> int:
             med = {k: statistics.median(v) if v else None for k, v in samples.items()}
             rows.append({"fixture": name, "steps": steps, **med, "samples": samples})
             console.print(f"  {name}: " + ", ".join(f"{k} {v:.3f}s" for k, v in med.items() if v is not None))
+        first_step = task_to_first_step(yard, dockerd is not None, args.reps)
     finally:
         yard.close()
         yard.gc()
@@ -160,6 +203,11 @@ def main() -> int:
                       s(r["docker_cached"]), x(r["docker_cold"], r["envyard_cold"]),
                       x(r["docker_cached"], r["envyard_cached"]))
     console.print(table)
+    table = Table("", "envyard", "docker", "docker/envyard", title="Harbor task dir → first agent step (median seconds)")
+    for kind in ("cold", "warm"):
+        e, d = first_step[f"envyard_{kind}"], first_step[f"docker_{kind}"]
+        table.add_row(kind, f"{e:.3f}", "n/a" if d is None else f"{d:.3f}", "n/a" if d is None else f"{d / e:.1f}×")
+    console.print(table)
     machine = {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "nproc": os.cpu_count(),
         "kernel": platform.release(), "python": platform.python_version(), "envyard": envyard.__version__,
@@ -167,7 +215,8 @@ def main() -> int:
         "docker": docker_version,
     }
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps({"machine": machine, "reps": args.reps, "rows": rows}, indent=2) + "\n")
+    Path(args.json).write_text(json.dumps({"machine": machine, "reps": args.reps, "rows": rows,
+                                           "task_to_first_step": first_step}, indent=2) + "\n")
     console.print(f"written to {args.json}")
     return 0
 
