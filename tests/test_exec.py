@@ -178,3 +178,12 @@ def test_output_streams_to_a_callback_as_it_arrives(sb):
     sh_got = []
     sb.shell().run("echo x; echo y >&2", on_output=lambda s, c: sh_got.append((s, c)))
     assert sorted(sh_got) == [("stderr", b"y\n"), ("stdout", b"x\n")]
+
+
+def test_terminal_programs_get_a_pty_inside(sb):
+    """Agents that drive a terminal (tmux send-keys / capture-pane, as Harbor's Terminus does) get real ptys."""
+    if sb.exec("command -v tmux").exit_code != 0:
+        pytest.skip("no tmux in the host image")
+    r = sb.exec("tmux new-session -d -s t -x 80 -y 20 bash && tmux send-keys -t t 'tty; echo ok-$((40+2))' Enter"
+                " && sleep 0.5 && tmux capture-pane -p -t t; tmux kill-server")
+    assert "/dev/pts/" in r.stdout and "ok-42" in r.stdout, r.stdout + r.stderr
