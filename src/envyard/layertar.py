@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from .errors import BadInput, BaseBuildError, UnsafeLayer
+from .overlay import is_opaque, is_whiteout, make_whiteout, mark_opaque
 
 MAGICS = {b"\x1f\x8b": "gzip", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
 MAGIC_LEN = 6
@@ -123,9 +124,7 @@ def convert_whiteouts(layer: Path) -> None:
             else:
                 os.unlink(full)
             if name == OPAQUE_MARK:
-                # bwrap mounts with `userxattr` (user.overlay.*); trusted.* serves a root-mounted overlay.
-                for xattr in ("user.overlay.opaque", "trusted.overlay.opaque"):
-                    os.setxattr(dirpath, xattr, b"y")
+                mark_opaque(dirpath)
             elif not name.startswith(".wh..wh."):  # other .wh..wh.* are AUFS bookkeeping
                 _make_whiteout(os.path.join(dirpath, name[len(WHITEOUT_PREFIX):]))
 
@@ -134,7 +133,7 @@ def _make_whiteout(path: str) -> None:
     # OCI: a whiteout hides only lower layers, so an entry of the same name in
     # this layer wins and needs nothing more.
     if os.path.basename(path) and not os.path.lexists(path):
-        os.mknod(path, stat.S_IFCHR | 0o000, os.makedev(0, 0))
+        make_whiteout(path)
 
 
 # --- checking an untrusted layer -------------------------------------------
@@ -354,7 +353,7 @@ def pack_layer(layer: Path, out: BinaryIO) -> None:
     sorted and numeric-owned, so the same directory always packs to the same bytes."""
     links: dict[tuple[int, int], str] = {}
     with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT, bufsize=CHUNK) as tf:
-        if _is_opaque(str(layer)):
+        if is_opaque(str(layer)):
             tf.addfile(_marker(OPAQUE_MARK))
         for rel, full, st in _walk(str(layer), ""):
             _add_entry(tf, rel, full, st, links)
@@ -379,19 +378,9 @@ def _marker(name: str) -> tarfile.TarInfo:
     return info
 
 
-def _is_opaque(path: str) -> bool:
-    for xattr in ("user.overlay.opaque", "trusted.overlay.opaque"):
-        try:
-            if os.getxattr(path, xattr, follow_symlinks=False) == b"y":
-                return True
-        except OSError:
-            pass
-    return False
-
-
 def _add_entry(tf: tarfile.TarFile, rel: str, full: str, st: os.stat_result, links: dict) -> None:
     mode = st.st_mode
-    if stat.S_ISCHR(mode) and st.st_rdev == 0:  # an overlayfs whiteout
+    if is_whiteout(st):
         head, _, base = rel.rpartition("/")
         tf.addfile(_marker(f"{head}/{WHITEOUT_PREFIX}{base}" if head else WHITEOUT_PREFIX + base))
         return
@@ -417,7 +406,7 @@ def _add_entry(tf: tarfile.TarFile, rel: str, full: str, st: os.stat_result, lin
     if stat.S_ISDIR(mode):
         info.type = tarfile.DIRTYPE
         tf.addfile(info)
-        if _is_opaque(full):
+        if is_opaque(full):
             tf.addfile(_marker(f"{rel}/{OPAQUE_MARK}"))
         return
     if stat.S_ISLNK(mode):

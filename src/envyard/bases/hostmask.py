@@ -27,17 +27,15 @@ import glob
 import hashlib
 import json
 import os
-import stat
 from pathlib import Path
 
+from ..overlay import make_whiteout, mark_opaque
 from ..store.registry import known_stores
 
 HIDDEN_DIRS = ("root", "home", "tmp", "var/tmp", "run", "etc/ssl/private", "var/lib/docker", "var/lib/containerd",
                "var/lib/containers", "etc/docker", "etc/kubernetes", "var/lib/kubelet", "var/lib/envyard")
 SCRUBBED = ("etc/shadow", "etc/shadow-", "etc/gshadow", "etc/gshadow-")
 REMOVED_GLOBS = ("etc/ssh/ssh_host_*_key",)
-# bwrap mounts overlays with `userxattr` (user.overlay.*); the trusted.* name serves a root-mounted overlay.
-OPAQUE_XATTRS = ("user.overlay.opaque", "trusted.overlay.opaque")
 
 
 def _under_hidden_dir(rel: str) -> bool:
@@ -106,15 +104,14 @@ def build_mask(dest: Path, spec: dict) -> None:
         target = dest / rel
         target.mkdir(exist_ok=True)
         _copy_owner_mode(Path("/", rel), target)
-        for xattr in OPAQUE_XATTRS:
-            os.setxattr(target, xattr, b"y")
+        mark_opaque(target)
     for rel, text in spec["scrubbed"].items():
         _make_parents(dest, rel)
         (dest / rel).write_text(text)
         _copy_owner_mode(Path("/", rel), dest / rel)
     for rel in spec["removed"]:
         _make_parents(dest, rel)
-        os.mknod(dest / rel, stat.S_IFCHR, os.makedev(0, 0))  # an overlay whiteout
+        make_whiteout(dest / rel)
     for tmp in ("tmp", "var/tmp"):
         if (dest / tmp).is_dir():
             os.chmod(dest / tmp, 0o1777)

@@ -22,7 +22,8 @@ from typing import Callable, Protocol
 from ..store import Store
 from ..store.store import remove_tree
 from .errors import BuildError
-from .rootfs import Entry, LayerView, is_opaque, split
+from ..overlay import is_opaque
+from .rootfs import Entry, LayerView, split
 
 Owner = tuple[int, int]
 

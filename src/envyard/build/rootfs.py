@@ -14,6 +14,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..overlay import is_opaque, is_whiteout
 from .errors import BuildError
 
 MAX_LINKS = 40  # as the kernel's ELOOP limit
@@ -39,20 +40,6 @@ class Entry:
 
 def split(path: str) -> list[str]:
     return [p for p in path.split("/") if p and p != "."]
-
-
-def is_whiteout(st: os.stat_result) -> bool:
-    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
-
-
-def is_opaque(path: Path) -> bool:
-    for name in ("user.overlay.opaque", "trusted.overlay.opaque"):
-        try:
-            if os.getxattr(path, name, follow_symlinks=False) == b"y":
-                return True
-        except OSError:
-            pass
-    return False
 
 
 class LayerView:

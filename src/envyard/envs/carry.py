@@ -28,7 +28,6 @@ Removing an entry from the carried layer restores the image's version of it (or 
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import os
 import stat
@@ -38,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import EnvyardError
+from ..overlay import is_opaque, is_whiteout, make_whiteout, mark_opaque, unmark_opaque
 from ..store.store import remove_tree
 
 # Never carried, whatever the task says: the verifier's own inputs and outputs, envyard's control dir.
@@ -66,7 +66,6 @@ STARTUP_HOOKS = ("sitecustomize.py", "usercustomize.py")
 SHADOW_MODULES = frozenset(sys.stdlib_module_names) | {"pytest", "_pytest", "pluggy", "py", "iniconfig", "nose",
                                                       "nose2", "hypothesis", "coverage"}
 RUNNER_CONFIGS = ("conftest.py", "pytest.ini", ".pytest.ini")
-OPAQUE_XATTRS = ("user.overlay.opaque", "trusted.overlay.opaque")
 MAX_LISTED = 100  # dropped paths listed in a verdict; the rest are counted
 MAX_ENTRIES = 1_000_000  # more files than this in the agent's work scores 0 (copying them would stall)
 
@@ -86,10 +85,6 @@ class Carried:
         self.dropped_count += 1
         if len(self.dropped) < MAX_LISTED:
             self.dropped.append(path)
-
-
-def is_whiteout(st: os.stat_result) -> bool:
-    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
 
 
 def normalise_roots(roots: list[str]) -> list[str]:
@@ -213,7 +208,7 @@ def _hides_below(layer: Path, parts: list[str]) -> bool:
             st = os.lstat(ancestor)
         except OSError:
             return False  # this layer has nothing at or below here: lower layers decide
-        if not stat.S_ISDIR(st.st_mode) or any(_has_xattr(str(ancestor), x) for x in OPAQUE_XATTRS):
+        if not stat.S_ISDIR(st.st_mode) or is_opaque(ancestor):
             return True
     return False
 
@@ -263,7 +258,7 @@ def filter_carried(layer: Path, lowers: list[Path], protected: list[str], result
             full = os.path.join(dirpath, name)
             path = rel_dir.rstrip("/") + "/" + name
             st = os.lstat(full)
-            if (is_whiteout(st) or stat.S_ISDIR(st.st_mode) and _is_opaque(full)) \
+            if (is_whiteout(st) or stat.S_ISDIR(st.st_mode) and is_opaque(full)) \
                     and _protected_within(path, lowers, protected, below_only=True):
                 _delete_around_protected(full, path, lowers, protected)
                 result.drop(f"{path} (deleted or emptied, but holds protected files, which stay)")
@@ -308,10 +303,6 @@ def _drop_reason(path: str, name: str, full: str, st: os.stat_result, rel_dir: s
     return None
 
 
-def _is_opaque(path: str) -> bool:
-    return any(_has_xattr(path, x) for x in OPAQUE_XATTRS)
-
-
 def _delete_around_protected(full: str, path: str, lowers: list[Path], protected: list[str]) -> None:
     """The agent deleted or emptied a directory of the image (a whiteout, or an opaque directory: `rm -rf d`,
     `rm -rf d && mkdir d`) that holds protected files. Hidden, they would be missing for the verifier (its
@@ -324,22 +315,20 @@ def _delete_around_protected(full: str, path: str, lowers: list[Path], protected
         image_dir = os.lstat(_image_entry(path, lowers))
         os.chown(full, image_dir.st_uid, image_dir.st_gid)
         os.chmod(full, stat.S_IMODE(image_dir.st_mode))
-    for x in OPAQUE_XATTRS:
-        with contextlib.suppress(OSError):
-            os.removexattr(full, x)
+    unmark_opaque(full)
     present = set(os.listdir(full))
     for name in _image_children(path, lowers):
         child, child_path = os.path.join(full, name), f"{path.rstrip('/')}/{name}"
         if name in present:
             if os.path.isdir(child) and not os.path.islink(child):
-                os.setxattr(child, OPAQUE_XATTRS[0], b"y")  # recreated: it must not merge with the image's
+                mark_opaque(child)  # recreated: it must not merge with the image's
         elif _matches(child_path, protected):
             continue  # shows through
         elif _protected_within(child_path, lowers, protected):
-            os.mknod(child, stat.S_IFCHR, os.makedev(0, 0))
+            make_whiteout(child)
             _delete_around_protected(child, child_path, lowers, protected)
         else:
-            os.mknod(child, stat.S_IFCHR, os.makedev(0, 0))
+            make_whiteout(child)
 
 
 def _image_children(path: str, lowers: list[Path]) -> set[str]:
@@ -361,7 +350,7 @@ def _image_children(path: str, lowers: list[Path]) -> set[str]:
             if entry.name in gone or entry.name in names:
                 continue
             (gone if is_whiteout(entry.stat(follow_symlinks=False)) else names).add(entry.name)
-        if _is_opaque(str(d)):
+        if is_opaque(d):
             break
     return names
 
@@ -385,9 +374,3 @@ def _points_into_verifier(path: str, link: str) -> bool:
     return any(resolved == d or resolved.startswith(d + "/") for d in NEVER_CARRIED)
 
 
-def _has_xattr(path: str, name: str) -> bool:
-    try:
-        os.getxattr(path, name)
-        return True
-    except OSError:
-        return False
