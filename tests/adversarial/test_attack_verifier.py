@@ -143,7 +143,6 @@ UNITTEST_SHADOW = ("mkdir -p /app/unittest && touch /app/unittest/__init__.py &&
 def test_workdir_module_shadowing_the_stdlib_scores_zero_on_the_shipped_swe_task(yard):
     ep = episode(yard, EXAMPLES / "python-bugfix-swe", UNITTEST_SHADOW)
     assert (ep.reward, ep.infra_error) == (0.0, None)
-    assert any("/app/unittest" in d for d in ep.metrics.get("dropped", [])) or True
 
 
 def test_workdir_module_shadowing_works_without_the_filter(yard, no_filter):
