@@ -141,8 +141,15 @@ UNITTEST_SHADOW = ("mkdir -p /app/unittest && touch /app/unittest/__init__.py &&
 
 
 def test_workdir_module_shadowing_the_stdlib_scores_zero_on_the_shipped_swe_task(yard):
-    ep = episode(yard, EXAMPLES / "python-bugfix-swe", UNITTEST_SHADOW)
-    assert (ep.reward, ep.infra_error) == (0.0, None)
+    env = TerminalEnv(EXAMPLES / "python-bugfix-swe", yard=yard)
+    try:
+        env.reset()
+        env.step(UNITTEST_SHADOW)
+        _, reward, _, _, info = env.step("submit")
+    finally:
+        env.close()
+    assert (reward, info["infra_error"]) == (0.0, None)
+    assert "/app/unittest (shadows a module or test config)" in info["dropped"]
 
 
 def test_workdir_module_shadowing_works_without_the_filter(yard, no_filter):
