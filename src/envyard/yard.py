@@ -18,6 +18,7 @@ from .runtime.backend import SandboxSpec
 from .runtime.holder import IPC_MOUNT
 from .runtime.limits import Limits
 from .runtime.local import LocalBackend, LocalSandbox, LocalShell
+from .runtime.podnet import PodNetwork
 from .runtime.result import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_SPILL, ExecResult
 from .runtime.warm import WarmPool
 from .store import Image, Store, parse_image_name
@@ -116,20 +117,22 @@ class Yard:
 
     # ---- sandboxes ----------------------------------------------------------------------------------------
 
-    def sandbox(self, image: str | Image = "host", *, network: str = "none", limits: Limits | dict | None = None,
-                env: dict[str, str] | None = None, workdir: str | None = None,
+    def sandbox(self, image: str | Image = "host", *, network: "str | PodNetwork" = "none",
+                limits: Limits | dict | None = None, env: dict[str, str] | None = None, workdir: str | None = None,
                 binds: dict[str, str] | None = None, ro_binds: dict[str, str] | None = None,
-                security: str = "default") -> "Sandbox":
-        """Start a sandbox over `image`. `binds` maps host directories to paths inside, bound read-write
-        (for trusted uses such as a shared download cache; agents' sandboxes should not get them);
-        `ro_binds` maps host files or directories read-only (e.g. the machine's CA bundle, or a path the
-        `host` image hides). `security="relaxed"` drops the seccomp filter (docs/security.md)."""
+                security: str = "default", hostname: str | None = None) -> "Sandbox":
+        """Start a sandbox over `image`. `network` is "none" (default), "host", or a `PodNetwork` that the
+        sandbox shares with others (their names resolve to each other). `binds` maps host directories to paths
+        inside, bound read-write (for trusted uses such as a shared download cache; agents' sandboxes should
+        not get them); `ro_binds` maps host files or directories read-only (e.g. the machine's CA bundle, or a
+        path the `host` image hides). `security="relaxed"` drops the seccomp filter (docs/security.md).
+        `hostname` defaults to envyard-<id>."""
         validate.sandbox_options(network=network, limits=limits, env=env, workdir=workdir, binds=binds,
                                  ro_binds=ro_binds, networks=NETWORKS)
         img = self.image(image)
         spec = SandboxSpec(image=img, network=network, limits=Limits.coerce(limits), env=env or {}, workdir=workdir,
                            binds=tuple(sorted((binds or {}).items())), ro_binds=tuple(sorted((ro_binds or {}).items())),
-                           security=validate.security(security))
+                           security=validate.security(security), hostname=validate.hostname(hostname))
         pool = self._pools.get(_pool_key(spec))
         handle = pool.take() if pool else None
         sb = Sandbox(self, handle or self.backend.create(spec))

@@ -35,7 +35,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         report = {}
         for t in tasks:
             problems, task = inspect_task(t)
-            report[str(t)] = {"format": task_format(t), "problems": problems, "notes": task.notes if task else []}
+            report[str(t)] = {"format": task_format(t), "problems": problems, "notes": task.notes if task else [],
+                              "services": [s.name for s in task.services] if task else []}
         bad = {k: v for k, v in report.items() if v["problems"]}
         if as_json:
             emit_json({"tasks": len(report), "invalid": len(bad), "results": report,
@@ -43,7 +44,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         else:
             for task, r in report.items():
                 mark = "[red]✗[/]" if r["problems"] else "[green]✓[/]"
-                out.print(f"{mark} {escape(task)} [dim]({r['format']})[/]")
+                services = f", services: {', '.join(r['services'])}" if r["services"] else ""
+                out.print(f"{mark} {escape(task)} [dim]({r['format']}{escape(services)})[/]")
                 for p in r["problems"]:
                     out.print(f"    {escape(p)}", highlight=False)
                 for n in r["notes"]:

@@ -18,8 +18,10 @@ from .. import validate
 from ..errors import BadInput, EnvyardError
 from ..runtime.result import MAX_OUTPUT_CEILING, ExecResult
 from ..yard import Sandbox, Yard
+from .services import Services
 from .task import Task, load_task
-from .verify import INFRA_SANDBOX, INFRA_SETUP, InfraError, Verdict, sandbox_limits, task_image, verify
+from .verify import (INFRA_SANDBOX, INFRA_SETUP, InfraError, Verdict, sandbox_limits, service_image, task_image,
+                     verify)
 
 SUBMIT = "submit"
 MAX_TEXT = 1 << 20
@@ -62,6 +64,7 @@ class TerminalEnv(gym.Env):
         self.action_space = gym.spaces.Text(max_length=4096, charset=CHARSET)
         self.task: Task | None = None
         self.sandbox: Sandbox | None = None
+        self.services: Services | None = None
         self._shell = None
         self._steps = 0
         self._started = 0.0
@@ -82,7 +85,13 @@ class TerminalEnv(gym.Env):
         info = {"task": self.task.name, "infra_error": None}
         try:
             self.image = task_image(self.yard, self.task)
-            self.sandbox = self.yard.sandbox(self.image, network=self.task.agent_network,
+            network, hostname = self.task.agent_network, None
+            if self.task.services:  # a compose task's databases, web servers...: started first, on one pod
+                self.services = Services(self.yard, self.task, internet=self.task.agent_network == "host",
+                                         image_for=lambda service: service_image(self.yard, self.task, service))
+                self.services.start()
+                network, hostname = self.services.network, self.services.main_hostname
+            self.sandbox = self.yard.sandbox(self.image, network=network, hostname=hostname,
                                              limits=sandbox_limits(self.yard, self.task), env=self.task.env,
                                              workdir=self.task.workdir)
             self._shell = self.sandbox.shell(user=self.image.config.user)  # the image's USER, as Docker runs it
@@ -90,6 +99,8 @@ class TerminalEnv(gym.Env):
             info.update(infra_error=e.kind, infra_detail=str(e))
         except EnvyardError as e:
             info.update(infra_error=INFRA_SETUP, infra_detail=str(e))
+        if self.sandbox is None:
+            self._close_services()
         self._started = time.monotonic()
         self._last = printable(self.task.instruction)
         return self._last, info
@@ -142,8 +153,10 @@ class TerminalEnv(gym.Env):
 
     def _finish(self, terminated: bool):
         self._shell = None
-        self.verdict = verify(self.yard, self.task, self.image, self.sandbox)  # closes the agent's sandbox
+        # verify() closes the agent's sandbox; the services stay up until the tests are done with them
+        self.verdict = verify(self.yard, self.task, self.image, self.sandbox, self.services)
         self.sandbox = None
+        self._close_services()
         reward = self.verdict.reward if self.verdict.reward is not None else 0.0
         return self._last, reward, terminated, not terminated, self._verdict_info()
 
@@ -167,3 +180,9 @@ class TerminalEnv(gym.Env):
             self.sandbox.close()
             self.sandbox = None
         self._shell = None
+        self._close_services()
+
+    def _close_services(self):
+        if self.services is not None:
+            self.services.close()
+            self.services = None

@@ -38,22 +38,40 @@ def read_yaml(path: Path) -> tuple[object, str | None]:
         return None, f"{path}: unreadable: {e}"
 
 
-def compose_service(path: Path, main: str | None) -> tuple[dict | None, list[str]]:
-    """The service a task runs in, from its docker-compose.yaml: `main` when named (Harbor's rule), else the
-    only one. (service, problems); other services (databases, sidecars) are not supported yet."""
+def compose_services(path: Path) -> tuple[dict | None, list[str]]:
+    """(services, problems): the `services:` table of a docker-compose.yaml."""
     data, problem = read_yaml(path)
     if problem:
         return None, [problem]
     services = data.get("services") if isinstance(data, dict) else None
     if not isinstance(services, dict) or not services:
         return None, [f"{path}: services: a mapping of at least one service is required"]
-    if main is not None and main not in services:
-        return None, [f"{path}: services: no service named {main!r} (the container the agent works in)"]
-    name = main or next(iter(services))
+    return services, []
+
+
+def main_service_name(path: Path, services: dict, main: str | None) -> tuple[str | None, list[str]]:
+    """The service a task's agent works in: `main` when the format names it (Harbor: `main`; Terminal-Bench:
+    `client` when there are several), else the only one."""
+    if main is not None and main in services:
+        return main, []
+    if main is None and len(services) == 1:
+        return next(iter(services)), []
+    return None, [f"{path}: services: no service named {main or 'client'!r} (the container the agent works in)"]
+
+
+def compose_service(path: Path, main: str | None) -> tuple[dict | None, list[str]]:
+    """The one service a task runs in, from its docker-compose.yaml, for callers that cannot run other
+    services (see services.py for those that can). (service, problems)."""
+    services, problems = compose_services(path)
+    if services is None:
+        return None, problems
+    name, problems = main_service_name(path, services, main)
+    if name is None:
+        return None, problems
     others = [s for s in services if s != name]
     if others:
-        return None, [f"{path}: services: {', '.join(others)}: tasks with services besides {name!r} are not "
-                      "supported yet (envyard runs one sandbox per task)"]
+        return None, [f"{path}: services: {', '.join(others)}: services besides {name!r} run only under envyard's own "
+                      "task runner (`envyard rollout`, TerminalEnv)"]
     service = services[name]
     return (service if isinstance(service, dict) else {}), []
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from ..errors import EnvyardError
 from ..runtime.limits import Limits
-from .foreign import compose_build, compose_environment, compose_service, expand_host_env, slug, unknown_fields
+from .foreign import compose_build, compose_environment, expand_host_env, slug, unknown_fields
+from .services import load_compose, task_fields
 from .task import DEFAULT_MAX_CARRY, Task
 
 KNOWN = {
@@ -63,18 +64,19 @@ def load_harbor(root: Path) -> tuple[list[str], Task | None]:
     if not (root / "tests" / "test.sh").is_file():
         problems.append(f"{root / 'tests' / 'test.sh'}: missing (Harbor's verifier entry point)")
 
-    dockerfile = context = image = None
+    dockerfile = context = image = project = None
     env_vars = {str(k): expand_host_env(str(v)) for k, v in _table(env, "env", toml_path, problems).items()}
     verifier_env = {str(k): expand_host_env(str(v)) for k, v in _table(ver, "env", toml_path, problems).items()}
     compose = root / "environment" / "docker-compose.yaml"
     if env.get("docker_image"):
         image = str(env["docker_image"])
     elif compose.is_file():
-        service, found = compose_service(compose, "main")
+        project, found, found_notes = load_compose(compose, "main")
         problems += found
-        if service is not None:
-            dockerfile, context, image = compose_build(service, compose.parent)
-            env_vars = {**compose_environment(service), **env_vars}
+        notes += found_notes
+        if project is not None:
+            dockerfile, context, image = compose_build(project.main, compose.parent)
+            env_vars = {**compose_environment(project.main), **env_vars}
     elif (root / "environment" / "Dockerfile").is_file():
         dockerfile, context = root / "environment" / "Dockerfile", root / "environment"
     else:
@@ -114,7 +116,9 @@ def load_harbor(root: Path) -> tuple[list[str], Task | None]:
         carry=["/"], max_carry_bytes=DEFAULT_MAX_CARRY, format="harbor", dockerfile=dockerfile,
         build_context=context, docker_image=image, build_timeout=float(env.get("build_timeout_sec") or 600),
         env=env_vars, verifier_env=verifier_env, test_command="bash /tests/test.sh", notes=notes,
+        **task_fields(project),
     )
+
 
 
 def _table(table: dict, key: str, where: Path, problems: list[str]) -> dict:

@@ -62,6 +62,10 @@ class Task:
     solution_script: Path | None = None  # the oracle runs it (with its directory's other files beside it) ...
     solution_commands: list[str] = field(default_factory=list)  # ... or these commands, one per step
     notes: list[str] = field(default_factory=list)  # fields kept but not used: `task check` reports them
+    # A compose task's other services (envs/services.py), run beside the agent's sandbox on one pod network
+    services: list = field(default_factory=list)
+    main_service: str | None = None  # the compose service the agent works in
+    main_depends_on: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         self.carry = self.carry or [self.workdir or "/"]

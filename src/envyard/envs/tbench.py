@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .foreign import compose_build, compose_environment, compose_service, read_yaml, slug, unknown_fields
+from .foreign import compose_build, compose_environment, read_yaml, slug, unknown_fields
+from .services import load_compose, task_fields
 from .task import DEFAULT_MAX_CARRY, Task
 
 KNOWN = {"instruction", "author_name", "author_email", "difficulty", "category", "tags", "parser_name",
@@ -47,16 +48,17 @@ def load_tbench(root: Path) -> tuple[list[str], Task | None]:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             problems.append(f"{yaml_path}: {key}: must be a positive number of seconds")
 
-    dockerfile, context, image, env = root / "Dockerfile", root, None, {}
+    dockerfile, context, image, env, project = root / "Dockerfile", root, None, {}, None
     compose = root / "docker-compose.yaml"
     if compose.is_file():
-        service, found = compose_service(compose, None)
+        project, found, found_notes = load_compose(compose, None)
         problems += found
-        if service is not None:
-            built = compose_build(service, root)
+        notes += found_notes
+        if project is not None:
+            built = compose_build(project.main, root)
             if built != (None, None, None):
                 dockerfile, context, image = built
-            env = compose_environment(service)
+            env = compose_environment(project.main)
     if image is None and not dockerfile.is_file():
         problems.append(f"{dockerfile}: missing (the task's environment)")
     run_tests = root / "run-tests.sh"
@@ -83,7 +85,7 @@ def load_tbench(root: Path) -> tuple[list[str], Task | None]:
         carry=["/"], max_carry_bytes=DEFAULT_MAX_CARRY, format="terminal-bench",
         dockerfile=None if image else dockerfile, build_context=None if image else context, docker_image=image,
         env=env, verifier_files=files, test_command="bash /tests/run-tests.sh", reward_from=PARSERS[parser],
-        solution_script=solution, solution_commands=commands, notes=notes,
+        solution_script=solution, solution_commands=commands, notes=notes, **task_fields(project),
     )
 
 

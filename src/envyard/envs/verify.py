@@ -19,6 +19,8 @@ from ..runtime.limits import Limits
 from ..store import Image
 from ..yard import Sandbox, Yard
 from .carry import MAX_ENTRIES, carry_changes
+from .foreign import slug
+from .services import Services
 from .task import Task
 
 # The verifier's environment on top of the image's. Git runs code named in a repository's own config
@@ -69,23 +71,34 @@ class Verdict:
 def task_image(yard: Yard, task: Task) -> Image:
     """The image a task's agent starts in: built from its Dockerfile, pulled, or (envyard's own layout) made
     from a base image, environment/files and environment/setup.sh, cached by the digest of them all."""
+    if task.dockerfile is None and task.docker_image is None:
+        return _setup_image(yard, task)
+    return _built_or_pulled(yard, task, f"task/{task.name}:latest", task.dockerfile, task.build_context,
+                            task.docker_image, "its environment")
+
+
+def service_image(yard: Yard, task: Task, service) -> Image:
+    """The image of one of a task's compose services (envs/services.py)."""
+    tag = f"task/{task.name}-{slug(service.name)}:latest"
+    return _built_or_pulled(yard, task, tag, service.dockerfile, service.context, service.image,
+                            f"its service {service.name!r}")
+
+
+def _built_or_pulled(yard: Yard, task: Task, tag: str, dockerfile, context, ref, what: str) -> Image:
     try:
-        if task.dockerfile is not None:
+        if dockerfile is not None:
             from ..build import build_image
 
-            return build_image(yard, task.build_context, dockerfile=task.dockerfile, tag=f"task/{task.name}:latest",
-                               timeout=task.build_timeout)
-        if task.docker_image is not None:
-            if _in_store(yard, task.docker_image):
-                return yard.image(task.docker_image)
-            from ..images import pull_image
+            return build_image(yard, context, dockerfile=dockerfile, tag=tag, timeout=task.build_timeout)
+        if _in_store(yard, ref):
+            return yard.image(ref)
+        from ..images import pull_image
 
-            return pull_image(yard, task.docker_image)
+        return pull_image(yard, ref)
     except ImportError as e:
         raise InfraError(INFRA_SETUP, f"task {task.name}: this envyard cannot build or pull images ({e})") from e
     except EnvyardError as e:
-        raise InfraError(INFRA_SETUP, f"task {task.name}: preparing its environment failed: {e}") from e
-    return _setup_image(yard, task)
+        raise InfraError(INFRA_SETUP, f"task {task.name}: preparing {what} failed: {e}") from e
 
 
 def _in_store(yard: Yard, ref: str) -> bool:
@@ -123,9 +136,11 @@ def _setup_image(yard: Yard, task: Task) -> Image:
 # ---- running the verifier -----------------------------------------------------------------------------------
 
 
-def verify(yard: Yard, task: Task, image: Image, agent: Sandbox) -> Verdict:
+def verify(yard: Yard, task: Task, image: Image, agent: Sandbox, services: Services | None = None) -> Verdict:
     """Score the agent's final state (its sandbox may have died: its files are what counts). Closes `agent`.
-    Infrastructure failures come back as `infra_error`; nothing the agent can do makes one."""
+    With `services` (a compose task's), the verifier joins their pod network, as tests run beside the
+    services under Docker Compose. Infrastructure failures come back as `infra_error`; nothing the agent can
+    do makes one."""
     store = yard.store
     dest = store.new_layer_dir()
     try:
@@ -145,9 +160,14 @@ def verify(yard: Yard, task: Task, image: Image, agent: Sandbox) -> Verdict:
                                          f"max_carry_size {task.max_carry_bytes} bytes, {MAX_ENTRIES} entries)"})
     layer = store.seal_layer(dest, {"verifier_view": task.name})
     view = Image(name=image.name, layers=[*image.layers, layer.id], config=image.config, created=image.created)
+    network, hostname = task.verifier_network, None
+    if services is not None:
+        network, hostname = services.network, services.main_hostname
+        if task.verifier_network == "host":
+            network.connect_internet()  # the tests may fetch what they need, as the task allows
     try:
-        with yard.sandbox(view, network=task.verifier_network, limits=sandbox_limits(yard, task), workdir="/",
-                          env={**task.env, **task.verifier_env, **VERIFIER_ENV}) as v:
+        with yard.sandbox(view, network=network, limits=sandbox_limits(yard, task), workdir="/",
+                          env={**task.env, **task.verifier_env, **VERIFIER_ENV}, hostname=hostname) as v:
             # /tests and /logs are never carried; the tests are copied in by the owner, not by a program inside.
             prep = v.exec(["/bin/sh", "-c", "rm -rf /tests /logs && mkdir -p /tests /logs/verifier /logs/agent"],
                           max_output=1 << 16)

@@ -37,7 +37,7 @@ class SandboxSpec:
     """Everything needed to start one sandbox."""
 
     image: "Image"
-    network: str = "none"  # "none" or "host"
+    network: "str | PodNetwork" = "none"  # "none", "host", or a PodNetwork shared with other sandboxes
     limits: Limits = field(default_factory=Limits)
     env: dict[str, str] = field(default_factory=dict)
     workdir: str | None = None
@@ -46,6 +46,7 @@ class SandboxSpec:
     binds: tuple[tuple[str, str], ...] = ()
     ro_binds: tuple[tuple[str, str], ...] = ()  # the same, read-only (files or directories)
     security: str = "default"  # one of SECURITY_LEVELS
+    hostname: str | None = None  # None: envyard-<id>
 
 
 class SandboxHandle(abc.ABC):

@@ -35,6 +35,7 @@ from . import seccomp, userns
 from .cgroups import Cgroups
 from .kernelview import mask_args
 from .limits import Limits
+from .podnet import PodNetwork
 from .volume import SandboxVolume
 from .holder import (AS_USER_SCRIPT, HOLDER_SCRIPT, IPC_MOUNT, ROOT_USERS, check_env, command_script,
                      session_loop_script)
@@ -72,7 +73,7 @@ def raise_fd_limit() -> None:
 class LocalBackend(Backend):
     name = "local"
     capabilities = Capabilities(
-        snapshot=True, fork=True, reset=True, network_policies=("none", "host"),
+        snapshot=True, fork=True, reset=True, network_policies=("none", "host", "pod"),
         limits=("memory", "pids", "cpus"), shell_sessions=True,
     )
 
@@ -132,6 +133,7 @@ class LocalSandbox(SandboxHandle):
         self.spill_budget = SpillBudget()  # host disk all of this sandbox's spill files may use
         self.env = {"PATH": DEFAULT_PATH, "HOME": "/root", **spec.image.config.env, **check_env(spec.env)}
         self.workdir = spec.workdir or spec.image.config.workdir or "/"
+        self.hostname = spec.hostname or f"envyard-{self.id}"
         self._ids = itertools.count(1)
         self._ctl_lock = threading.Lock()
         self._closed = False
@@ -149,7 +151,7 @@ class LocalSandbox(SandboxHandle):
             self.store.add_sandbox(SandboxRecord(
                 id=self.id, image=spec.image.name, layers=spec.image.layers, dir=self.dir, owner_pid=me,
                 owner_start=procinfo.start_time(me), init_pid=None, init_start=None, cgroups=planned_cgroups,
-                network=spec.network, created=time.time(),
+                network=str(spec.network), created=time.time(),
             ))
         try:
             for d in (self.ipc, self.spill):
@@ -213,7 +215,7 @@ class LocalSandbox(SandboxHandle):
         upper, work = self.fs / "upper", self.fs / "work"
         upper.mkdir(exist_ok=True)
         work.mkdir(exist_ok=True)
-        args = [self.backend.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", f"envyard-{self.id}",
+        args = [self.backend.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", self.hostname,
                 "--cap-drop", "ALL"]
         # bwrap leaves the --userns descriptor open in the sandbox: the first program closes it when it can
         # (a POSIX shell closes only fds 0-9). Left open it is harmless: it names the namespace the sandbox
@@ -236,6 +238,8 @@ class LocalSandbox(SandboxHandle):
                  "--ro-bind", str(self.ipc), IPC_MOUNT]
         if self.spec.network == "host":
             args += ["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
+        elif isinstance(self.spec.network, PodNetwork):
+            args += self._pod_files(self.spec.network)
         # A mount point's missing parents would be made 0700, which a non-root user cannot cross; Docker makes
         # them 0755. `--dir` leaves existing directories alone.
         parents = {p for _, inside in (*self.spec.binds, *self.spec.ro_binds) for p in PurePosixPath(inside).parents}
@@ -256,6 +260,17 @@ class LocalSandbox(SandboxHandle):
             return args + ["--die-with-parent", "--chdir", self.workdir, "/bin/sh", "-c", close_ns + 'exec "$@"', "sh",
                            *attached]
         return args + ["--chdir", "/", "--info-fd", "{INFO_FD}", "/bin/sh", "-c", close_ns + HOLDER_SCRIPT]
+
+    def _pod_files(self, pod: PodNetwork) -> list[str]:
+        """Bind the pod's /etc/hosts (its service names) and, with internet, /etc/resolv.conf: per-sandbox
+        copies, writable as Docker's are, outside the upper dir so that no snapshot keeps them."""
+        hosts = self.dir / "hosts"
+        hosts.write_text(pod.hosts_file(self.hostname))
+        args = ["--bind", str(hosts), "/etc/hosts"]
+        if (resolv := pod.resolv_conf()) is not None:
+            (self.dir / "resolv.conf").write_text(resolv)
+            args += ["--bind", str(self.dir / "resolv.conf"), "/etc/resolv.conf"]
+        return args
 
     def _start(self) -> None:
         self._next_runner = 1
@@ -311,8 +326,12 @@ class LocalSandbox(SandboxHandle):
         own = {"{SECCOMP_FD}": seccomp.program_fd()} if "{SECCOMP_FD}" in args else {}
         fds = {**fds, **own}
         pass_fds = (*fds.values(), *((userns.namespace_fd(),) if USER_NAMESPACE else ()))
+        pod = self.spec.network if isinstance(self.spec.network, PodNetwork) else None
         try:
             argv = [str(fds[a]) if a in fds else a for a in args]
+            if pod is not None:  # bwrap cannot join a network namespace itself: it starts inside the pod's
+                argv = [*pod.nsenter_prefix(), *argv]
+                pass_fds += (pod.fd,)
             return subprocess.Popen(self._with_shim(argv), env=BWRAP_ENV, pass_fds=pass_fds, **popen)
         finally:
             for fd in own.values():
