@@ -67,7 +67,7 @@ def reward(trial: dict) -> float | None:
 
 
 def test_the_oracle_solves_every_task(harbor_env, tmp_path, debian_yard):
-    tasks = dataset(tmp_path, "harbor-hello", "harbor-user", "harbor-separate")
+    tasks = dataset(tmp_path, "harbor-hello", "harbor-user", "harbor-separate", "harbor-compose")
     trials = harbor_run(harbor_env, tmp_path, tasks, "oracle", debian_yard)
     for name, trial in trials.items():
         assert trial["exception_info"] is None, (name, trial["exception_info"])
@@ -75,17 +75,17 @@ def test_the_oracle_solves_every_task(harbor_env, tmp_path, debian_yard):
         # the verifier's and the agent's logs came back through download_dir
         assert (trial["dir"] / "verifier" / "reward.txt").read_text().strip() == "1"
         assert (trial["dir"] / "agent" / "oracle.txt").exists()
-    assert set(trials) == {"harbor-hello", "envyard-tests/harbor-user", "harbor-separate"}
+    assert set(trials) == {"harbor-hello", "envyard-tests/harbor-user", "harbor-separate", "harbor-compose"}
     assert trials["harbor-separate"]["verifier_environment_mode"] == "separate"  # a second sandbox verified it
 
 
 def test_the_nop_agent_scores_zero_and_a_broken_build_is_harbors_build_failure(harbor_env, tmp_path, debian_yard):
-    tasks = dataset(tmp_path, "harbor-hello", "harbor-user", "harbor-separate")
+    tasks = dataset(tmp_path, "harbor-hello", "harbor-user", "harbor-separate", "harbor-compose")
     broken = tasks / "harbor-broken"
     shutil.copytree(TASKS / "harbor-hello", broken)
     (broken / "environment" / "Dockerfile").write_text("FROM debian:bookworm\nRUN echo building; exit 7\n")
     trials = harbor_run(harbor_env, tmp_path, tasks, "nop", debian_yard)
-    for name in ("harbor-hello", "envyard-tests/harbor-user", "harbor-separate"):
+    for name in ("harbor-hello", "envyard-tests/harbor-user", "harbor-separate", "harbor-compose"):
         assert trials[name]["exception_info"] is None, (name, trials[name]["exception_info"])
         assert reward(trials[name]) == 0.0, name
     failure = trials["harbor-broken"]["exception_info"]
@@ -144,7 +144,7 @@ def test_network_policies_and_images(seen):
     assert "allowlist" in seen["allowlist"]["message"] and seen["allowlist"]["type"] == "ValueError"
     assert seen["missing_image"]["type"] == "SandboxBuildFailedError"
     assert "nosuch/image:1" in seen["missing_image"]["message"]
-    assert seen["sidecar"]["type"] == "ValueError" and "db" in seen["sidecar"]["message"]
+    assert seen["main_volumes"]["type"] == "ValueError" and "volumes" in seen["main_volumes"]["message"]
 
 
 def test_options_are_checked(seen):

@@ -13,12 +13,11 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from envyard import BadInput, ImageConfig, PodNetwork, ServiceError
-from envyard.envs.services import (Healthcheck, Service, Services, compose_healthcheck, duration, image_healthcheck,
+from envyard.envs.services import (ComposeProject, Healthcheck, Service, Services, compose_healthcheck, duration, image_healthcheck,
                                    load_compose, service_argv)
 from envyard.envs.task import inspect_task
 
@@ -205,9 +204,8 @@ def test_what_a_service_runs_follows_compose():
 
 
 def running(yard, host, *services: Service, main_depends_on=None) -> Services:
-    task = SimpleNamespace(services=list(services), main_service="main", main_depends_on=main_depends_on or {},
-                           build_timeout=60.0)
-    group = Services(yard, task, internet=False, image_for=lambda service: host)
+    project = ComposeProject(main={}, main_name="main", main_depends_on=main_depends_on or {}, services=list(services))
+    group = Services(yard, project, internet=False, image_for=lambda service: host, completion_timeout=60.0)
     group.start()
     return group
 
@@ -308,7 +306,7 @@ def test_a_terminal_bench_task_names_its_client_service(tmp_path):
             image: redis:7
         """))
     problems, task = inspect_task(root)
-    assert problems == [] and task.main_service == "client" and [s.name for s in task.services] == ["redis"]
+    assert problems == [] and task.compose.main_name == "client" and [s.name for s in task.services] == ["redis"]
 
 
 

@@ -94,7 +94,7 @@ def test_harbor_compose_main_service(tmp_path):
         "services:\n  main:\n    build: .\n    depends_on: [db]\n  db:\n    image: postgres:16\n")
     task = load_task(root)
     assert [s.name for s in task.services] == ["db"] and task.services[0].image == "postgres:16"
-    assert task.main_service == "main" and task.main_depends_on == {"db": "service_started"}
+    assert task.compose.main_name == "main" and task.compose.main_depends_on == {"db": "service_started"}
 
 
 def test_a_terminal_bench_task_maps_to_envyard():

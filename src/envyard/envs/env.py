@@ -87,8 +87,9 @@ class TerminalEnv(gym.Env):
             self.image = task_image(self.yard, self.task)
             network, hostname = self.task.agent_network, None
             if self.task.services:  # a compose task's databases, web servers...: started first, on one pod
-                self.services = Services(self.yard, self.task, internet=self.task.agent_network == "host",
-                                         image_for=lambda service: service_image(self.yard, self.task, service))
+                self.services = Services(self.yard, self.task.compose, internet=self.task.agent_network == "host",
+                                         image_for=lambda service: service_image(self.yard, self.task, service),
+                                         completion_timeout=self.task.build_timeout)
                 self.services.start()
                 network, hostname = self.services.network, self.services.main_hostname
             self.sandbox = self.yard.sandbox(self.image, network=network, hostname=hostname,

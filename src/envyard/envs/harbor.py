@@ -17,7 +17,7 @@ from pathlib import Path
 from ..errors import EnvyardError
 from ..runtime.limits import Limits
 from .foreign import compose_build, compose_environment, expand_host_env, slug, unknown_fields
-from .services import load_compose, task_fields
+from .services import load_compose
 from .task import DEFAULT_MAX_CARRY, Task
 
 KNOWN = {
@@ -116,7 +116,7 @@ def load_harbor(root: Path) -> tuple[list[str], Task | None]:
         carry=["/"], max_carry_bytes=DEFAULT_MAX_CARRY, format="harbor", dockerfile=dockerfile,
         build_context=context, docker_image=image, build_timeout=float(env.get("build_timeout_sec") or 600),
         env=env_vars, verifier_env=verifier_env, test_command="bash /tests/test.sh", notes=notes,
-        **task_fields(project),
+        compose=project,
     )
 
 

@@ -103,14 +103,6 @@ def load_compose(path: Path, main: str | None) -> tuple[ComposeProject | None, l
     return ComposeProject(main_service, name, main_deps, services), [], notes
 
 
-def task_fields(project: ComposeProject | None) -> dict:
-    """The Task fields of a compose project's other services (none without a compose file)."""
-    if project is None:
-        return {}
-    return {"services": project.services, "main_service": project.main_name,
-            "main_depends_on": project.main_depends_on}
-
-
 def read_services(path: Path, services: dict, main: str) -> tuple[list[Service], dict[str, str], list[str], list[str]]:
     """(services besides `main`, main's depends_on, problems, notes) of a compose file's `services:` table."""
     problems: list[str] = []
@@ -279,11 +271,14 @@ def service_argv(service: Service, config) -> list[str]:
 class Services:
     """A task's services, running: `network` is the pod the agent's and verifier's sandboxes join."""
 
-    def __init__(self, yard: Yard, task, *, internet: bool, image_for):
-        """`image_for(service)` gives a service's Image (built or pulled); the caller owns how."""
+    def __init__(self, yard: Yard, project: ComposeProject, *, internet: bool, image_for,
+                 completion_timeout: float = 1800.0):
+        """`image_for(service)` gives a service's Image (built or pulled); the caller owns how.
+        `completion_timeout` bounds the wait for a `service_completed_successfully` dependency."""
         self.yard = yard
-        self.task = task
-        self.network = PodNetwork([task.main_service or "main", *(s.name for s in task.services)], internet=internet)
+        self.project = project
+        self.completion_timeout = completion_timeout
+        self.network = PodNetwork([project.main_name, *(s.name for s in project.services)], internet=internet)
         self.sandboxes: dict[str, Sandbox] = {}
         self._images: dict[str, Image] = {}
         self._users: dict[str, str | None] = {}
@@ -292,12 +287,12 @@ class Services:
     @property
     def main_hostname(self) -> str | None:
         """The host name of the agent's and the verifier's sandboxes: the agent's service name."""
-        return _hostname(self.task.main_service or "main")
+        return _hostname(self.project.main_name)
 
     def start(self) -> None:
         """Start every service in dependency order, waiting for the conditions the agent's service needs."""
         done: set[str] = set()
-        by_name = {s.name: s for s in self.task.services}
+        by_name = {s.name: s for s in self.project.services}
 
         def bring_up(service: Service):
             if service.name in done:
@@ -309,9 +304,9 @@ class Services:
             done.add(service.name)
 
         try:
-            for service in self.task.services:
+            for service in self.project.services:
                 bring_up(service)
-            for dep, condition in self.task.main_depends_on.items():
+            for dep, condition in self.project.main_depends_on.items():
                 self._wait_for(by_name[dep], condition)
         except BaseException:
             self.close()
@@ -345,10 +340,10 @@ class Services:
             return
         sb = self.sandboxes[service.name]
         if condition == "service_completed_successfully":
-            deadline = time.monotonic() + self.task.build_timeout
+            deadline = time.monotonic() + self.completion_timeout
             while self._running(sb):
                 if time.monotonic() > deadline:
-                    raise ServiceError(f"service {service.name!r} did not finish within {self.task.build_timeout:.0f}s",
+                    raise ServiceError(f"service {service.name!r} did not finish within {self.completion_timeout:.0f}s",
                                        fix="check its command (others wait for it to complete)")
                 time.sleep(POLL)
             status = sb.exec(["cat", STATUS_FILE], max_output=256).stdout.strip()

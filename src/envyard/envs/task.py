@@ -8,10 +8,14 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import BadInput, EnvyardError
 from ..runtime.limits import Limits, parse_bytes
 from .carry import NEVER_CARRIED
+
+if TYPE_CHECKING:
+    from .services import ComposeProject
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 NETWORKS = ("none", "host")
@@ -62,10 +66,8 @@ class Task:
     solution_script: Path | None = None  # the oracle runs it (with its directory's other files beside it) ...
     solution_commands: list[str] = field(default_factory=list)  # ... or these commands, one per step
     notes: list[str] = field(default_factory=list)  # fields kept but not used: `task check` reports them
-    # A compose task's other services (envs/services.py), run beside the agent's sandbox on one pod network
-    services: list = field(default_factory=list)
-    main_service: str | None = None  # the compose service the agent works in
-    main_depends_on: dict[str, str] = field(default_factory=dict)
+    # A compose task's services (envs/services.py): those besides the agent's run beside it on one pod network
+    compose: "ComposeProject | None" = None
 
     def __post_init__(self):
         self.carry = self.carry or [self.workdir or "/"]
@@ -74,6 +76,11 @@ class Task:
         if self.solution_script is None and not self.solution_commands:
             p = self.root / "solution" / "solve.sh"
             self.solution_script = p if p.is_file() else None
+
+    @property
+    def services(self) -> list:
+        """The compose services that run beside the agent's sandbox ([] for most tasks)."""
+        return self.compose.services if self.compose is not None else []
 
     @property
     def workdir_label(self) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .foreign import compose_build, compose_environment, read_yaml, slug, unknown_fields
-from .services import load_compose, task_fields
+from .services import load_compose
 from .task import DEFAULT_MAX_CARRY, Task
 
 KNOWN = {"instruction", "author_name", "author_email", "difficulty", "category", "tags", "parser_name",
@@ -85,7 +85,7 @@ def load_tbench(root: Path) -> tuple[list[str], Task | None]:
         carry=["/"], max_carry_bytes=DEFAULT_MAX_CARRY, format="terminal-bench",
         dockerfile=None if image else dockerfile, build_context=None if image else context, docker_image=image,
         env=env, verifier_files=files, test_command="bash /tests/run-tests.sh", reward_from=PARSERS[parser],
-        solution_script=solution, solution_commands=commands, notes=notes, **task_fields(project),
+        solution_script=solution, solution_commands=commands, notes=notes, compose=project,
     )
 
 

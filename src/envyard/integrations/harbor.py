@@ -5,7 +5,8 @@
 Harbor (PyPI `harbor`, Python >= 3.12) loads this class by its import path and drives it as it drives its
 Docker environment. `start` builds the task's environment/Dockerfile with envyard's daemonless builder (or
 takes `[environment].docker_image` from the store, or pulls it when this envyard has `envyard.images`) and
-starts one sandbox over the image, with the task's limits and network policy; `exec` runs each command with
+starts one sandbox over the image, with the task's limits and network policy (and the compose file's other
+services beside it, on a private pod network); `exec` runs each command with
 bash, as the image's USER unless Harbor names a user; file transfers use envyard's host-side file API, so
 Harbor reads /logs/verifier and /logs/agent back with `download_dir`; `stop` closes the sandbox.
 What is supported and what is not: docs/harbor.md.
@@ -36,15 +37,17 @@ except ImportError as e:
 
 from ..aio import AsyncSandbox, AsyncYard
 from ..build import build_image
-from ..envs.foreign import compose_build, compose_environment, compose_service, slug
-from ..errors import BadInput, EnvyardError, NotRegularFile
+from ..envs.foreign import compose_build, compose_environment, slug
+from ..envs.services import ComposeProject, Service, Services, load_compose
+from ..errors import BadInput, EnvyardError, NotRegularFile, ServiceError
 from ..store import Image
 from ..yard import Yard
 
 ENVIRONMENT_TYPE = "envyard"
 NETWORKS = {NetworkMode.PUBLIC: "host", NetworkMode.NO_NETWORK: "none"}
-# What of a docker-compose.yaml's `main` service envyard honours; anything else is refused, not ignored.
-COMPOSE_KEYS = {"build", "image", "environment"}
+# What of a docker-compose.yaml's `main` service envyard honours; anything else is refused, not ignored. Its
+# `command` (Harbor's templates keep the container alive with it) is not needed: a sandbox stays up by itself.
+COMPOSE_KEYS = {"build", "image", "environment", "command", "depends_on"}
 # Harbor's Docker environment runs every command with `bash -c`; an image without bash gets /bin/sh.
 RUN_WITH_BASH = 'if command -v bash >/dev/null 2>&1; then exec bash -c "$1"; fi; exec /bin/sh -c "$1"'
 
@@ -98,6 +101,7 @@ class EnvyardEnvironment(BaseEnvironment):
     def __init__(self, *args, **kwargs):
         self._sandbox: AsyncSandbox | None = None
         self._image: Image | None = None
+        self._services: Services | None = None  # the compose file's other services, while running
         super().__init__(*args, **kwargs)  # calls _validate_definition
 
     @staticmethod
@@ -110,7 +114,7 @@ class EnvyardEnvironment(BaseEnvironment):
 
     @property
     def capabilities(self) -> EnvironmentCapabilities:
-        # No allowlists (a sandbox has the host's network or none), no GPUs, no compose sidecars, no Windows.
+        # No allowlists (a sandbox has the host's network or none), no GPUs, no Windows.
         # `mounted`: host directories can be bound in (`--mounts`, `--ek auto_mounting=true`).
         return EnvironmentCapabilities(disable_internet=True, mounted=True)
 
@@ -126,26 +130,27 @@ class EnvyardEnvironment(BaseEnvironment):
     def _validate_definition(self) -> None:
         require_agent_environment_definition(self.environment_dir, docker_image=self.task_env_config.docker_image,
                                              extra_docker_compose_paths=self.extra_docker_compose_paths)
-        self._compose = self._compose_main()
+        self._project = self._compose_project()
+        self._compose = self._project.main if self._project else None
         for mount in self._host_mounts:
             if mount.get("type") != "bind":
                 raise ValueError(f"mount {mount.get('source')} -> {mount.get('target')}: envyard binds host "
                                  f"directories only, not {mount.get('type')!r} mounts")
 
-    def _compose_main(self) -> dict | None:
-        """The `main` service of environment/docker-compose.yaml, when there is one and envyard can honour it."""
+    def _compose_project(self) -> ComposeProject | None:
+        """environment/docker-compose.yaml, when there is one and envyard can honour its `main` service."""
         path = self.environment_dir / "docker-compose.yaml"
         if not path.is_file():
             return None
-        service, problems = compose_service(path, "main")
+        project, problems, _ = load_compose(path, "main")
         if problems:
             raise ValueError(f"{problems[0]}; run this task with Harbor's docker environment")
-        unsupported = sorted(set(service) - COMPOSE_KEYS)
+        unsupported = sorted(set(project.main) - COMPOSE_KEYS)
         if unsupported:
             raise ValueError(f"{path}: services.main: {', '.join(unsupported)}: not supported by envyard, which "
                              f"honours only {', '.join(sorted(COMPOSE_KEYS))}; run this task with Harbor's docker "
                              "environment")
-        return service
+        return project
 
     # ---- start / stop ----------------------------------------------------------------------------------------
 
@@ -153,12 +158,33 @@ class EnvyardEnvironment(BaseEnvironment):
         ayard = await asyncio.to_thread(async_yard, self.options.home)
         self._image = await asyncio.to_thread(self._prepare_image, ayard.yard, force_build)
         options = self._sandbox_options(ayard.yard)
+        if self._project is not None and self._project.services:
+            # The other services first, on a pod network that main's sandbox then joins (docs/tasks.md)
+            services = Services(ayard.yard, self._project, internet=options["network"] == "host",
+                                image_for=lambda service: self._service_image(ayard.yard, service),
+                                completion_timeout=self.task_env_config.build_timeout_sec)
+            self._services = services
+            starting = asyncio.ensure_future(asyncio.to_thread(services.start))
+            try:
+                await asyncio.shield(starting)
+            except asyncio.CancelledError:  # Harbor gave up: take them down once the start thread is done
+                starting.add_done_callback(lambda _: services.close())
+                self._services = None
+                raise
+            except ServiceError as e:  # start() has already stopped what it started
+                self._services = None
+                raise SandboxBuildFailedError(f"envyard could not start the task's services: {e}") from e
+            options.update(network=services.network, hostname=services.main_hostname)
         # If Harbor gives up on start (its build timeout) while the sandbox is being made, close it once made.
         making = asyncio.ensure_future(ayard.sandbox(self._image, **options))
         try:
             self._sandbox = await asyncio.shield(making)
         except asyncio.CancelledError:
             making.add_done_callback(_close_when_made)
+            await asyncio.to_thread(self._close_services)
+            raise
+        except BaseException:
+            await asyncio.to_thread(self._close_services)
             raise
         try:
             await self._upload_environment_dir_after_start()
@@ -173,6 +199,12 @@ class EnvyardEnvironment(BaseEnvironment):
         sandbox, self._sandbox = self._sandbox, None
         if sandbox is not None:
             await sandbox.close()
+        await asyncio.to_thread(self._close_services)
+
+    def _close_services(self) -> None:
+        services, self._services = self._services, None
+        if services is not None:
+            services.close()
 
     def _prepare_image(self, yard: Yard, force_build: bool) -> Image:
         """The image to start: the prebuilt `docker_image` as Harbor's Docker environment would choose it, else
@@ -189,8 +221,13 @@ class EnvyardEnvironment(BaseEnvironment):
             dockerfile, context = self.environment_dir / "Dockerfile", self.environment_dir
         return self._build(yard, dockerfile, context)
 
-    def _build(self, yard: Yard, dockerfile: Path, context: Path) -> Image:
-        tag = f"harbor/{slug(self.environment_name)}:{self.environment_id[:12]}"
+    def _service_image(self, yard: Yard, service: Service) -> Image:
+        if service.dockerfile is not None:
+            return self._build(yard, service.dockerfile, service.context, suffix=f"-{slug(service.name)}")
+        return self._pull(yard, service.image)
+
+    def _build(self, yard: Yard, dockerfile: Path, context: Path, suffix: str = "") -> Image:
+        tag = f"harbor/{slug(self.environment_name)}{suffix}:{self.environment_id[:12]}"
         with _build_lock(tag):
             try:
                 return build_image(yard, context, dockerfile=dockerfile, tag=tag, on_progress=self._log_build,
