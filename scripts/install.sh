@@ -4,6 +4,10 @@
 #                               debootstrap (Debian bases; `envyard setup` uses them for Python 3.9 and 3.13),
 #                               libseccomp2 and btrfs-progs (the sandboxes' seccomp filter and disk limits),
 #                               slirp4netns (internet for the private network of a task's compose services)
+#                               It installs into the python3 on PATH (or $PYTHON) when pip may install there;
+#                               a Python that forbids it (Debian's own: PEP 668) or has no pip gets a venv at
+#                               $ENVYARD_VENV (default /opt/envyard-venv), and `envyard` is linked into
+#                               /usr/local/bin. The interpreter used is written to .envyard-python.
 #   scripts/install.sh --test   plus the test tools, docker-registry (the CNCF distribution registry: the
 #                               image tests run one on loopback), and (when a Python >= 3.12 is on the machine) a
 #                               venv with Harbor and envyard for tests/test_harbor_integration.py
@@ -31,6 +35,24 @@ if ((${#need_apt[@]})); then
 fi
 
 PY=${PYTHON:-python3}
+# Can pip install into $PY? Not when its stdlib carries PEP 668's EXTERNALLY-MANAGED marker, nor without pip.
+if "$PY" -c 'import os, sys, sysconfig; sys.exit(os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))' \
+        && "$PY" -m pip --version >/dev/null 2>&1; then
+    :
+else
+    VENV=${ENVYARD_VENV:-/opt/envyard-venv}
+    if ! "$PY" -c 'import ensurepip, venv' 2>/dev/null; then
+        echo "installing system packages: python3-venv (for envyard's venv at $VENV)"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq python3-venv >/dev/null
+    fi
+    [[ -x "$VENV/bin/python" ]] || { echo "making a venv for envyard at $VENV"; "$PY" -m venv "$VENV"; }
+    PY="$VENV/bin/python"
+    ln -sf "$VENV/bin/envyard" /usr/local/bin/envyard
+fi
+command -v "$PY" > .envyard-python
+
 if [[ "${1:-}" != "--test" ]]; then
     "$PY" -m pip install -q -e .
     exit 0

@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh --test
-python3 -m pytest "$@"
+"$(cat .envyard-python)" -m pytest "$@"   # the interpreter install.sh installed into
