@@ -27,7 +27,7 @@ from typing import Callable
 from . import janitor, procinfo
 from .runtime.cgroups import Cgroups
 from .bases.host import prune_host_masks, release_host_root_view
-from .runtime.volume import SandboxVolume
+from .runtime.volume import LAYERS, SandboxVolume
 from .store import SandboxRecord, Store
 from .store.store import build_dir_builder_alive
 
@@ -70,6 +70,7 @@ def store_processes(store: Store) -> list[StoreProcess]:
             if a.startswith(builds):
                 hit.builds.add(a[len(str(store.layers_dir)) + 1:].partition("/")[0])
         hit.sandboxes.discard("")  # the sandboxes/ directory itself names no sandbox
+        hit.sandboxes.discard(LAYERS)  # <volume>/layers/... is a layer (bwrap's lower dirs), not a sandbox
         if not (hit.sandboxes or hit.builds) or pid == os.getpid():
             continue
         nspids = procinfo.ns_pids(pid)
@@ -222,5 +223,7 @@ def _collect(store: Store, volume: SandboxVolume) -> dict:
     if volume.sandbox_ids():
         volume.clear_stale_quota_groups()
     # The volume stays mounted while a sandbox or an envyard process uses it (the unmount would be refused).
-    report["volume_unmounted"] = not store.sandboxes() and volume.release()
+    # Layers made by snapshots live on it too: it stays mounted while any exists (store.layer() remounts it
+    # after a reboot).
+    report["volume_unmounted"] = not store.sandboxes() and not store.has_volume_layers() and volume.release()
     return report

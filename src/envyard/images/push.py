@@ -90,7 +90,7 @@ def exportable_image(store: Store, name: str) -> Image:
     leave this machine."""
     image = None if parse_image_name(name) == HOST_IMAGE else store.image(name)
     for layer_id in image.layers if image else [HOST_ROOT_LAYER]:
-        if image is None or store.layer(layer_id).path.parent != store.layers_dir:
+        if image is None or not store.owns_layer_dir(store.layer(layer_id).path):
             raise BadInput(f"image {name} stands on the host's root filesystem, which cannot leave this machine",
                            fix="push or save an image built on a Debian, pulled, loaded or imported base")
     return image

@@ -12,6 +12,10 @@ so it caps nothing by itself), formatted once with mkfs.btrfs and loop-mounted a
 blocks go back to the host (discard). If the host's filesystem itself fills up, writes to the volume fail
 as they would on any disk; gc unmounts the volume when no sandbox uses it.
 
+Snapshots of sandboxes on the volume are btrfs snapshots too: `snapshot()` clones a sandbox's subvolume in
+O(1) (no file is copied, whatever the upper dir holds) into `<volume>/layers/`, where the store keeps it as a
+read-only layer (store.py). The volume then holds layers, so it stays mounted while any exists.
+
 Hosts without btrfs, loop devices or mkfs.btrfs run sandboxes without disk limits; `available()` says why.
 """
 
@@ -33,6 +37,11 @@ log = logging.getLogger("envyard")
 # btrfs ioctls (linux/btrfs.h): _IOC(dir, 0x94, nr, size).
 _SUBVOL_CREATE = 0x5000940E  # _IOW(14, struct btrfs_ioctl_vol_args: s64 fd + char name[4088])
 _SNAP_DESTROY = 0x5000940F  # _IOW(15, btrfs_ioctl_vol_args)
+_SNAP_CREATE_V2 = 0x50009417  # _IOW(23, struct btrfs_ioctl_vol_args_v2: s64 fd, u64 transid, u64 flags, ...)
+_SUBVOL_SETFLAGS = 0x4008941A  # _IOW(26, u64)
+_SUBVOL_RDONLY = 1 << 1
+_FIRST_FREE_OBJECTID = 256  # the inode number of every subvolume's root directory
+LAYERS = "layers"  # <volume>/layers/: layers made by snapshots (not a sandbox's directory)
 _QUOTA_CTL = 0xC0109428  # _IOWR(40, struct btrfs_ioctl_quota_ctl_args: u64 cmd, u64 status)
 _QGROUP_CREATE = 0x4010942A  # _IOW(42, struct btrfs_ioctl_qgroup_create_args: u64 create, u64 qgroupid)
 _QGROUP_LIMIT = 0x8030942B  # _IOR(43, struct btrfs_ioctl_qgroup_limit_args: u64 qgroupid + 5 x u64 limit)
@@ -219,7 +228,31 @@ class SandboxVolume:
         """Sandboxes with space on the volume (none when it is not mounted)."""
         if not os.path.ismount(self.root):
             return []
-        return [p.name for p in self.root.iterdir()]
+        return [p.name for p in self.root.iterdir() if p.name != LAYERS]
+
+    # ---- layers made by snapshots ------------------------------------------------------------------------
+
+    @property
+    def layers_dir(self) -> Path:
+        return self.root / LAYERS
+
+    def snapshot(self, subvolume: Path, name: str) -> Path:
+        """A writable snapshot of a sandbox's subvolume at <volume>/layers/<name>: O(1), the data is shared
+        copy-on-write. The caller holds the sandbox still meanwhile and seals the copy as a layer."""
+        self.ensure()
+        self.layers_dir.mkdir(exist_ok=True)
+        src = os.open(subvolume, os.O_RDONLY | os.O_DIRECTORY)
+        dest = os.open(self.layers_dir, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            args = bytearray(4096)
+            struct.pack_into("qQQ", args, 0, src, 0, 0)
+            args[56 : 56 + len(name)] = name.encode()  # name[4040], after fd, transid, flags and a 32-byte union
+            fcntl.ioctl(dest, _SNAP_CREATE_V2, args)
+        finally:
+            os.close(src)
+            os.close(dest)
+        return self.layers_dir / name
+
 
     def clear_stale_quota_groups(self) -> int:
         """Drop the quota groups of deleted subvolumes (btrfs keeps them). Returns how many went."""
@@ -236,3 +269,27 @@ class SandboxVolume:
                 except (OSError, ValueError):
                     continue  # still being cleaned up: next time
         return n
+
+
+def is_subvolume(path: Path) -> bool:
+    try:
+        return os.stat(path, follow_symlinks=False).st_ino == _FIRST_FREE_OBJECTID and os.path.isdir(path)
+    except OSError:
+        return False
+
+
+def set_readonly(subvolume: Path) -> None:
+    fd = os.open(subvolume, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.ioctl(fd, _SUBVOL_SETFLAGS, bytearray(struct.pack("Q", _SUBVOL_RDONLY)))
+    finally:
+        os.close(fd)
+
+
+def destroy_subvolume(subvolume: Path) -> None:
+    """Delete a subvolume and all it holds at once (read-only ones too; btrfs frees the blocks later)."""
+    fd = os.open(subvolume.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.ioctl(fd, _SNAP_DESTROY, _vol_args(subvolume.name))
+    finally:
+        os.close(fd)

@@ -27,7 +27,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import ImageNotFound, StoreError
+from ..errors import EnvyardError, ImageNotFound, StoreError
 from .. import janitor, procinfo
 from .db import Database, dumps
 from .names import lookup_names, parse_image_name
@@ -125,6 +125,10 @@ class Store:
         self.sandboxes_dir = self.home / "sandboxes"
         self.trash_dir = self.home / "trash"
         self.downloads_dir = self.home / "downloads"
+        # Layers made by O(1) snapshots live on the sandbox volume (runtime/volume.py), each a read-only
+        # btrfs subvolume <id> whose `upper` directory is the layer.
+        self.volume_dir = self.home / "volume"
+        self.volume_layers_dir = self.volume_dir / "layers"
         try:
             for d in (self.home, self.layers_dir, self.sandboxes_dir, self.trash_dir, self.downloads_dir):
                 d.mkdir(parents=True, exist_ok=True)
@@ -137,9 +141,26 @@ class Store:
 
     def new_layer_dir(self) -> Path:
         """A fresh directory to build a layer in; seal it with `seal_layer`."""
-        path = self.layers_dir / f".new-{os.getpid()}-{procinfo.start_time(os.getpid())}-{uuid.uuid4().hex[:12]}"
+        path = self.layers_dir / self.new_layer_name()
         path.mkdir()
         return path
+
+    @staticmethod
+    def new_layer_name() -> str:
+        """The name of a layer being built: it names the builder, so gc can tell an abandoned one."""
+        return f".new-{os.getpid()}-{procinfo.start_time(os.getpid())}-{uuid.uuid4().hex[:12]}"
+
+    def owns_layer_dir(self, path: Path) -> bool:
+        """Whether a layer's directory is the store's own (not the host's root or an external path)."""
+        return Path(path).parent == self.layers_dir or self.volume_layer_root(path) is not None
+
+    def volume_layer_root(self, path: Path) -> Path | None:
+        """The subvolume of a layer on the sandbox volume that `path` (the subvolume or its `upper`) names."""
+        path = Path(path)
+        for candidate in (path, path.parent):
+            if candidate.parent == self.volume_layers_dir:
+                return candidate
+        return None
 
     def seal_layer(self, built: Path, origin: dict, *, blob: BlobInfo | None = None) -> LayerInfo:
         """Record a built directory as a layer, then move it into place. After this the layer is immutable.
@@ -150,8 +171,13 @@ class Store:
         With `blob`, the layer is also found by that blob's digest and diff_id from now on. If another process
         published a layer for the same blob meanwhile, that one is returned and `built` is discarded."""
         layer_id = uuid.uuid4().hex
-        final = self.layers_dir / layer_id
-        size = dir_size(built)
+        snapshot = self.volume_layer_root(built) if built.name == "upper" else None
+        if snapshot is not None:  # a btrfs snapshot (volume.py): published as it is, in O(1)
+            source, final = snapshot, self.volume_layers_dir / layer_id / "upper"
+            size = 0  # measured in the background: walking the tree here would undo the O(1) snapshot
+        else:
+            final = self.layers_dir / layer_id
+            source, size = built, dir_size(built)
         now = time.time()
         me = os.getpid()
         with self.db.transaction() as c:
@@ -168,13 +194,23 @@ class Store:
             if blob is not None:
                 _insert_blob(c, layer_id, blob)
         try:
-            os.rename(built, final)
+            os.rename(source, final if snapshot is None else final.parent)
         except BaseException:
             with self.db.transaction() as c:
                 c.execute("DELETE FROM blobs WHERE layer_id=?", (layer_id,))
                 c.execute("DELETE FROM layers WHERE id=?", (layer_id,))
             raise
+        if snapshot is not None:
+            from ..runtime.volume import set_readonly
+
+            set_readonly(final.parent)
+            janitor.later(lambda: self._record_size(layer_id, final))
         return LayerInfo(layer_id, final, size, now, origin)
+
+    def _record_size(self, layer_id: str, path: Path) -> None:
+        size = dir_size(path)
+        with self.db.transaction() as c:
+            c.execute("UPDATE layers SET size=? WHERE id=?", (size, layer_id))
 
     def layer_for_blob(self, *, digest: str | None = None, diff_id: str | None = None) -> LayerInfo | None:
         """A published layer unpacked from blob `digest`, or else from any blob of uncompressed digest
@@ -211,7 +247,24 @@ class Store:
         if not rows:
             raise StoreError(f"layer {layer_id} is missing from the store", fix="run `envyard gc` and rebuild the image")
         r = rows[0]
-        return LayerInfo(r["id"], Path(r["path"]), r["size"], r["created"], json.loads(r["origin"]))
+        path = Path(r["path"])
+        if path.parent.parent == self.volume_layers_dir and not os.path.ismount(self.volume_dir):
+            self._mount_volume()  # after a reboot, or an unmount by hand: the layer is on the volume
+        return LayerInfo(r["id"], path, r["size"], r["created"], json.loads(r["origin"]))
+
+    def _mount_volume(self) -> None:
+        from ..runtime.volume import SandboxVolume
+
+        try:
+            with SandboxVolume(self.home) as volume:
+                volume.ensure()
+        except EnvyardError as e:
+            raise StoreError(f"the store's layers on {self.volume_dir} are unavailable: {e.message}",
+                             fix=e.fix or "check that the volume can be mounted (root, loop devices, btrfs)") from e
+
+    def has_volume_layers(self) -> bool:
+        rows = self.db.query("SELECT 1 FROM layers WHERE path LIKE ? LIMIT 1", (f"{self.volume_layers_dir}/%",))
+        return bool(rows)
 
     def layer_paths(self, layer_ids: list[str]) -> list[Path]:
         return [self.layer(i).path for i in layer_ids]
@@ -286,8 +339,9 @@ class Store:
                 continue
             c.execute("DELETE FROM layers WHERE id=?", (layer_id,))
             c.execute("DELETE FROM blobs WHERE layer_id=?", (layer_id,))
-            if Path(row["path"]).parent == self.layers_dir:
-                paths.append(Path(row["path"]))
+            path = Path(row["path"])
+            if self.owns_layer_dir(path):
+                paths.append(self.volume_layer_root(path) or path)
         return paths
 
     def _used_layers(self) -> set[str]:
@@ -365,6 +419,12 @@ class Store:
         With `background`, the deletion runs on a janitor thread (what is left at exit, gc empties)."""
         if not path.exists():
             return
+        snapshot = self.volume_layer_root(path)
+        if snapshot is not None:  # a layer's btrfs subvolume: deleted at once, blocks freed by btrfs later
+            from ..runtime.volume import destroy_subvolume
+
+            destroy_subvolume(snapshot)
+            return
         target = self.trash_dir / f"{path.name}-{uuid.uuid4().hex[:8]}"
         try:
             os.rename(path, target)
@@ -398,15 +458,23 @@ class Store:
 
     def stale_new_layers(self) -> list[Path]:
         """`.new-*` layer build dirs whose builder process is gone."""
-        return [p for p in self.layers_dir.glob(".new-*") if not build_dir_builder_alive(p.name)]
+        dirs = [*self.layers_dir.glob(".new-*"), *self._volume_layer_dirs(".new-*")]
+        return [p for p in dirs if not build_dir_builder_alive(p.name)]
+
+    def _volume_layer_dirs(self, pattern: str) -> list[Path]:
+        """Entries of the volume's layer directory (none while the volume is not mounted)."""
+        if not os.path.ismount(self.volume_dir):
+            return []
+        return list(self.volume_layers_dir.glob(pattern))
 
     def orphan_layer_dirs(self) -> list[Path]:
         """Layer directories without a row. The directories are listed before the rows are read: a layer's
         row is committed before its directory is renamed into place, so a directory seen here has its row
         visible by the time we read them, unless it really has none."""
         dirs = [p for p in self.layers_dir.iterdir() if not p.name.startswith(".")]
+        snapshots = [p for p in self._volume_layer_dirs("*") if not p.name.startswith(".")]
         known = {r["path"] for r in self.db.query("SELECT path FROM layers")}
-        return [p for p in dirs if str(p) not in known]
+        return [p for p in dirs if str(p) not in known] + [p for p in snapshots if f"{p}/upper" not in known]
 
 
 def build_dir_builder_alive(name: str) -> bool:
