@@ -119,6 +119,21 @@ def test_help_lists_exactly_the_documented_commands(cli):
         assert [group] not in headings, f"`envyard {group}` is a group; document its subcommands"
     assert all(len(words) == 1 or (words[0] in groups and len(words) == 2) for words in headings)
 
+    # the command table at the top names every command (a group by its subcommands, build-cache as itself)
+    table = {m.group(1) for m in re.finditer(r"^\| \[`([a-z][a-z0-9 -]*)`\]", DOC.read_text(), re.M)}
+    assert {t.split()[0] for t in table} == top
+    for group, expected in groups.items():
+        assert {t.split()[1] for t in table if t.split()[0] == group and len(t.split()) > 1} == expected
+
+
+@pytest.mark.parametrize("args", [[], ["run"], ["base"], ["base", "pull"], ["task", "check"], ["build-cache", "ls"],
+                                  ["serve"], ["rollout"]])
+def test_dash_h_is_help(cli, args):
+    # -h prints the same help as --help, on the app, its groups and their commands
+    short, long = cli(*args, "-h"), cli(*args, "--help")
+    expect(short, 0)
+    assert "Usage:" in short.stdout and short.stdout == long.stdout
+
 
 def test_version(cli):
     r = cli("--version")
@@ -463,6 +478,16 @@ def test_rollout_noop_scores_zero(cli):
 @pytest.mark.parametrize("opts", [["--policy", "replay:/nonexistent"], ["--concurrency", "0"]])
 def test_rollout_bad_options_exit_2(cli, opts):
     expect_error(cli("rollout", str(HELLO), *opts), 2)
+
+
+def test_rollout_openai_empty_key_is_a_one_line_error(cli):
+    empty = CLI(cli.home)
+    empty.env["OPENAI_API_KEY"] = ""
+    r = empty("rollout", str(HELLO), "--policy", "openai:some-model")
+    expect_error(r, 2)
+    assert "Traceback" not in r.stderr
+    assert r.stderr.splitlines()[0] == "error: OPENAI_API_KEY is set but empty"
+    assert r.stderr.splitlines()[1].startswith("fix: set OPENAI_API_KEY to your key, or unset it")
 
 
 def test_rollout_out_dir(cli, tmp_path):

@@ -87,6 +87,19 @@ def test_missing_parts_are_named(tmp_path):
     assert check_task(tmp_path / "nope") == [f"{tmp_path / 'nope'}: not a directory"]
 
 
+def test_task_functions_take_str_paths(tmp_path):
+    # load_task always took a str; check_task and inspect_task must too, with the same answers as for a Path
+    from envyard.envs.task import inspect_task
+
+    assert check_task(str(EXAMPLES / "hello-file")) == []
+    root = make_task(tmp_path / "t")
+    (root / "instruction.md").unlink()
+    assert check_task(str(root)) == check_task(root) != []
+    problems, task = inspect_task(str(EXAMPLES / "hello-file"))
+    assert problems == [] and task.name == "hello-file"
+    assert check_task(str(tmp_path / "nope")) == [f"{tmp_path / 'nope'}: not a directory"]
+
+
 # ---- shipped tasks: oracle 1, do-nothing 0 ----------------------------------------------------------------
 
 

@@ -321,3 +321,18 @@ def test_connection_refused_raises(task):
 def test_act_before_start_is_an_error():
     with pytest.raises(EnvyardError):
         OpenAIPolicy("stand-in", base_url="http://127.0.0.1:9/v1").act("x")
+
+
+def test_empty_api_key_is_bad_input_naming_the_variable(monkeypatch):
+    # openai.OpenAI(api_key="") fails with "Missing credentials"; envyard says which setting is empty, at once
+    from envyard.envs import make_policy
+    from envyard.errors import BadInput
+
+    monkeypatch.setenv("OPENAI_API_KEY", "")
+    with pytest.raises(BadInput, match="OPENAI_API_KEY is set but empty") as e:
+        make_policy("openai:some-model")
+    assert e.value.exit_code == 2 and "unset OPENAI_API_KEY" in e.value.fix
+    with pytest.raises(BadInput, match="api_key is empty"):
+        OpenAIPolicy("some-model", api_key=" ")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    assert make_policy("openai:some-model")().client.api_key == "not-needed"  # unset: the placeholder

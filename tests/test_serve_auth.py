@@ -10,6 +10,7 @@ import json
 import os
 import re
 import socket
+import signal
 import subprocess
 import sys
 import time
@@ -419,5 +420,16 @@ def test_no_auth_on_loopback_serves_without_token(tmp_path):
         assert httpx.get(s.url + "/tasks").status_code == 200
         assert httpx.get(s.url + "/tasks", headers={"Host": "envs.example.org"}).status_code == 200
         assert httpx.get(s.url + "/tasks", headers={"Host": "attacker.example"}).status_code == 400
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_and_ctrl_c_stop_the_server_with_exit_0(tmp_path, sig):
+    # uvicorn re-raises SIGTERM after its graceful shutdown; under the default handler that was exit 143
+    s = Server(tmp_path, "--no-auth")
+    try:
+        s.proc.send_signal(sig)
+        assert s.proc.wait(30) == 0, s.stderr()
     finally:
         s.stop()

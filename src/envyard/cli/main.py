@@ -21,6 +21,8 @@ from ..runtime.limits import Limits
 app = typer.Typer(
     help="envyard: executable environments for agents — fast, daemonless, forkable sandboxes over a layer store.",
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    # -h as well as --help; subcommands and groups inherit this from the top-level context
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 base_app = typer.Typer(help="Make base images: the host's root, Debian via debootstrap, or an imported archive.",
                        no_args_is_help=True)

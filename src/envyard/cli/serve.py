@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import signal
 from pathlib import Path
 from typing import Optional
 
@@ -113,7 +114,15 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         if not is_loopback(host):
             say(f"envyard serve: requests must name the server (Host header) as one of "
                 f"{', '.join(['localhost', '127.0.0.1', '[::1]', *hosts])}; --allow-host NAME adds a name")
+        # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal to the handler that was in place
+        # before it; under Python's default handler that kills the process (exit 143). This one makes the
+        # re-raised signal (or one that comes before uvicorn listens) end the command with exit 0.
+        def on_sigterm(signum, frame) -> None:
+            raise typer.Exit(0)
+
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
         try:
             uvicorn.run(web, host=host, port=port, log_level=log_level, ws_max_size=max_body_bytes)
         finally:
+            signal.signal(signal.SIGTERM, previous)
             yard.close()

@@ -178,8 +178,19 @@ class OpenAIPolicy:
         self.max_observation_chars = max_observation_chars
         self.context_chars = context_chars
         self.system_prompt = system_prompt
-        key = api_key or os.environ.get("OPENAI_API_KEY", "not-needed")
-        self.client = openai.OpenAI(base_url=base_url, api_key=key, timeout=request_timeout, max_retries=max_retries)
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        if key is not None and not key.strip():
+            # the openai client takes an empty key for a missing one and fails with a traceback-worthy error
+            raise BadInput("api_key is empty" if api_key is not None else "OPENAI_API_KEY is set but empty",
+                           fix="pass a key, or api_key=None for a placeholder (which local servers accept)"
+                           if api_key is not None else "set OPENAI_API_KEY to your key, or unset it for a "
+                           "placeholder (which local servers accept): `unset OPENAI_API_KEY`")
+        try:
+            self.client = openai.OpenAI(base_url=base_url, api_key=key or "not-needed", timeout=request_timeout,
+                                        max_retries=max_retries)
+        except openai.OpenAIError as e:  # configuration, read before any request is made
+            raise BadInput(f"cannot set up the OpenAI client: {e}",
+                           fix="check OPENAI_API_KEY, OPENAI_BASE_URL and --base-url") from None
         self.base_url = str(self.client.base_url).rstrip("/")
         self.request_timeout = request_timeout
         self.max_retries = max_retries

@@ -124,6 +124,7 @@ def make_policy(spec: str, *, base_url: str | None = None, api_key: str | None =
         model = spec.split(":", 1)[1]
         if not model:
             raise BadInput("openai: needs a model name, e.g. openai:gpt-4o-mini")
+        OpenAIPolicy(model, base_url=base_url, api_key=api_key)  # validate now (key, URL), not in every episode
         return lambda: OpenAIPolicy(model, base_url=base_url, api_key=api_key)
     if spec == "oracle":
         return OraclePolicy

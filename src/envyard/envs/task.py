@@ -123,10 +123,11 @@ _SCHEMA: dict[str, dict[str, type | tuple]] = {
 }
 
 
-def task_format(root: Path) -> str:
+def task_format(root: str | Path) -> str:
     """Which layout a task directory uses: Terminal-Bench 1 has a task.yaml; Harbor's task.toml has keys of
     its own (`version`, `[task]`, `environment.docker_image`, `memory_mb`...) or an environment/ built from a
     Dockerfile or a compose file; the rest is envyard's own."""
+    root = Path(root)
     if (root / "task.yaml").is_file() and not (root / "task.toml").is_file():
         return "terminal-bench"
     try:
@@ -149,8 +150,9 @@ def load_task(path: str | Path) -> Task:
     return task
 
 
-def inspect_task(root: Path) -> tuple[list[str], Task | None]:
+def inspect_task(root: str | Path) -> tuple[list[str], Task | None]:
     """(problems, the task when there are none). Notes about fields kept but unused are in `task.notes`."""
+    root = Path(root)  # str too, as load_task takes
     if not root.is_dir():
         return [f"{root}: not a directory"], None
     kind = task_format(root)
@@ -166,8 +168,9 @@ def inspect_task(root: Path) -> tuple[list[str], Task | None]:
     return (problems, None) if problems else ([], _build(root, tomllib.loads((root / "task.toml").read_text())))
 
 
-def check_task(root: Path) -> list[str]:
+def check_task(root: str | Path) -> list[str]:
     """Every problem with a task directory, each as 'file: field: why'. Empty when the task is valid."""
+    root = Path(root)  # str too, as load_task takes
     if not root.is_dir():
         return [f"{root}: not a directory"]
     if task_format(root) != "envyard":
