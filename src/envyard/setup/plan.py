@@ -199,8 +199,8 @@ def plan(ev: Evidence, cand: Candidate) -> Recipe:
     # pytest first, whatever the project names: it collects unittest suites too and gives per-test statuses
     # (JUnit) and a collect-only step; when it finds nothing, L3 tries the project's own runners (runners.py).
     if runners and "pytest" not in runners:
-        r.notes.append(f"the project names {', '.join(dict.fromkeys(map(str, runners)))}: pytest first, then its "
-                       "own test commands")
+        r.notes.append(f"the project names {', '.join(dict.fromkeys(map(str, runners)))}: L3 tries pytest's "
+                       "discovery and the project's own test commands (runners.py)")
     wanted = ["pytest", *wanted]
     r.steps.append(Step("packages", r.install(_quote_reqs(sorted(set(wanted)))),
                         "test runner pytest" + (" and the plugins its config needs" if len(wanted) > 1 else "")))

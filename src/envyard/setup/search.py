@@ -500,7 +500,8 @@ class Search:
             ok, why, out, timed_out = self._try_runner(b, ws, runner)
             if ok:
                 runners.use(recipe, runner)
-                return True, why + ("" if not runner.source else f" · {runner.label}"), ""
+                before = f" (tried first: {runners.describe(tried)})"[:400] if tried else ""
+                return True, why + ("" if not runner.source else f" · {runner.label}") + before, ""
             tried.append((runner, why))
             output = output or out
             if timed_out:
