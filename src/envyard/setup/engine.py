@@ -14,19 +14,18 @@ import json
 import re
 import shlex
 import time
-import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import BaseBuildError, EnvyardError
+from ..errors import BaseBuildError
 from ..store import ImageConfig
 from ..yard import Yard
-from . import interpreters
+from . import interpreters, runners
 from .evidence import Evidence, gather
 from .interpreters import Interpreter, SetupBaseError, setup_base
 from .plan import ENV, VENV, Recipe, candidates
-from .search import (JUNIT, Branch, LevelResult, Search, Update, collected_count, parse_junit, setup_env,
-                     setup_sandbox)
+from .search import (JUNIT, Branch, LevelResult, Search, Update, collected_count, setup_env, setup_sandbox,
+                     test_results)
 
 WORK_ROOT = "/work"
 
@@ -133,18 +132,22 @@ def _replay(yard: Yard, search: Search, best: Branch) -> dict:
         if r.exit_code != 0:
             return {**out, "ok": False, "detail": f"setup.sh exited {r.exit_code} on a fresh base",
                     "seconds": time.monotonic() - t}
-        c = sh(f"{recipe.test_command} --collect-only -q -p no:cacheprovider", search.test_timeout)
-        count = collected_count(c.stdout)
-        ok = c.exit_code == 0 and count == best.collected
+        runner = runners.of_recipe(recipe)
+        statuses = None
+        if runner.collect:
+            c = sh(runner.collect, search.test_timeout)
+            count = collected_count(c.stdout) if runner.kind == "pytest" else runners.listed_count(c.stdout)
+        else:  # a runner without a collect-only step (Django, a script): the run counts the tests
+            c = sh(runner.run(JUNIT), search.test_timeout)
+            statuses = test_results(runner, c, sb)
+            count = len(statuses)
+        ok = (c.exit_code == 0 or statuses is not None) and count == best.collected
         detail = (f"a clean replay collects the same {count} tests" if ok else
                   f"after a clean replay the tests collect {count}, not {best.collected} (exit {c.exit_code})")
         result = {**out, "ok": ok, "detail": detail, "collected": count}
         if ok and best.level >= 4:  # the same level: the tests run again, and their statuses are compared
-            sh(f"{recipe.test_command} -q -p no:cacheprovider --junitxml={JUNIT}", search.test_timeout)
-            try:
-                statuses = parse_junit(sb.read_file(JUNIT))
-            except (FileNotFoundError, EnvyardError, ET.ParseError):
-                statuses = {}
+            if statuses is None:
+                statuses = test_results(runner, sh(runner.run(JUNIT), search.test_timeout), sb)
             same = sum(1 for tid, st in statuses.items() if best.tests.get(tid) == st)
             differ = sorted(tid for tid, st in best.tests.items() if statuses.get(tid) != st)
             result.update(ok=bool(statuses), statuses_same=same, statuses_differ=differ[:50],
@@ -181,13 +184,21 @@ def write_contract(out: Path, result: SetupResult, ev: Evidence) -> Path:
             f"{_debian_of(r.interpreter)} (Python {r.interpreter.version} at {r.interpreter.path}).\nset -eu\n"
             f"# the setup base: interpreter, toolchain, uv\n{prelude}"
             f"export {_exports(r)}\n" + "".join(f"# {s.why}\n{s.command}\n" for s in r.steps))
-        (out / "test.sh").write_text(f"#!/bin/sh\nset -eu\nexport {_exports(r)}\n{r.test_command} \"$@\"\n")
+        (out / "test.sh").write_text(f"#!/bin/sh\nset -eu\n# {_runner_comment(r)}\nexport {_exports(r)}\n"
+                                     f"{r.test_command} \"$@\"\n")
         for f in ("setup.sh", "test.sh"):
             (out / f).chmod(0o755)
         (out / "Dockerfile").write_text(dockerfile(result))
     (out / "log.txt").write_text("".join(result.log))
     (out / "envyard.toml").write_text(_toml(result, ev))
     return out
+
+
+def _runner_comment(r: Recipe) -> str:
+    """Which runner test.sh uses and why, on one line."""
+    if not r.test_source:
+        return "the tests, as pytest's default discovery finds them"
+    return f"the project's own test command `{r.test_source}` ({r.test_evidence}), run as {r.test_runner}"
 
 
 def _exports(r: Recipe) -> str:
@@ -216,7 +227,7 @@ def dockerfile(result: SetupResult) -> str:
             " && mkdir -p /opt/envyard/bin && ln -s /opt/envyard/uv/bin/uv /opt/envyard/bin/uv\n"
             f"ENV {env} PATH={VENV}/bin:/opt/envyard/bin:$PATH\n"
             f"WORKDIR {WORK_ROOT}/project\nCOPY . .\n{runs}"
-            f'CMD ["sh", "-c", "{r.test_command} -q"]\n')
+            f'CMD ["sh", "-c", {json.dumps(r.test_command + (" -q" if r.test_runner == "pytest" else ""))}]\n')
 
 
 def _toml(result: SetupResult, ev: Evidence) -> str:
@@ -235,7 +246,9 @@ def _toml(result: SetupResult, ev: Evidence) -> str:
     r = result.recipe
     if r is not None:
         lines += ["[recipe]", f"interpreter = {q(r.interpreter.provider + ' ' + r.interpreter.version)}",
-                  f"cutoff = {q(r.cutoff or '')}", f"test_command = {q(r.test_command)}"]
+                  f"cutoff = {q(r.cutoff or '')}", f"test_runner = {q(r.test_runner)}",
+                  f"test_command = {q(r.test_command)}", f"test_collect = {q(r.test_collect or '')}",
+                  f"test_source = {q(r.test_source)}", f"test_evidence = {q(r.test_evidence)}"]
         lines += [f"env.{k} = {q(v)}" for k, v in r.env.items()] + [""]
         for s in r.steps:
             lines += ["[[recipe.step]]", f"kind = {q(s.kind)}", f"command = {q(s.command)}", f"why = {q(s.why)}", ""]

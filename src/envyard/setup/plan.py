@@ -17,6 +17,7 @@ from packaging.version import Version
 
 from .evidence import Evidence
 from .interpreters import TOOLS_BIN, Interpreter, NoPython, minor
+from .runners import default_runner
 
 VENV = "/opt/venv"
 INSTALL = "uv pip install"
@@ -58,8 +59,11 @@ class Recipe:
     interpreter: Interpreter
     cutoff: str | None = None
     steps: list[Step] = field(default_factory=list)
-    test_runner: str = "pytest"
-    test_command: str = ""
+    test_runner: str = "pytest"  # what runs the tests: pytest | unittest | django | script (runners.py)
+    test_command: str = ""  # runs them from the project root; test.sh and the replay use it
+    test_collect: str | None = None  # lists them without running them (None: L3 runs them)
+    test_source: str = ""  # the project's own command it comes from ("" = pytest's default discovery)
+    test_evidence: str = ""  # where that command was found (file:line and rule)
     packages: list[str] = field(default_factory=list)  # top-level importable names (for level 1)
     env: dict[str, str] = field(default_factory=dict)  # set by repairs (e.g. a locale); exported by setup.sh
     notes: list[str] = field(default_factory=list)
@@ -191,21 +195,17 @@ def plan(ev: Evidence, cand: Candidate) -> Recipe:
         r.steps.append(Step("packages", r.install(_quote_reqs(group_reqs)),
                             "dependency groups " + ", ".join(sorted({g['group'] for g in groups}))))
     runners = [f.value for f in ev.of("test_runner")]
-    r.test_runner = "pytest" if "pytest" in runners or not runners else runners[0]
     wanted = [p["name"] for p in (f.value for f in ev.of("test_plugin")) if isinstance(p, dict)]
-    if r.test_runner == "unittest":
-        # pytest collects and runs unittest suites too, and gives per-test statuses (JUnit) and collect-only.
-        r.notes.append("unittest suite run through pytest")
-        r.test_runner = "pytest"
-    if r.test_runner == "pytest":
-        wanted = ["pytest", *wanted]
-    if wanted:
-        r.steps.append(Step("packages", r.install(_quote_reqs(sorted(set(wanted)))),
-                            f"test runner {r.test_runner}" + (" and the plugins its config needs" if len(wanted) > 1 else "")))
-    r.test_command = {
-        "pytest": f"{VENV}/bin/python -m pytest",
-        "django": f"{VENV}/bin/python manage.py test",
-    }.get(r.test_runner, f"{VENV}/bin/python -m unittest discover")
+    # pytest first, whatever the project names: it collects unittest suites too and gives per-test statuses
+    # (JUnit) and a collect-only step; when it finds nothing, L3 tries the project's own runners (runners.py).
+    if runners and "pytest" not in runners:
+        r.notes.append(f"the project names {', '.join(dict.fromkeys(map(str, runners)))}: L3 tries pytest's "
+                       "discovery and the project's own test commands (runners.py)")
+    wanted = ["pytest", *wanted]
+    r.steps.append(Step("packages", r.install(_quote_reqs(sorted(set(wanted)))),
+                        "test runner pytest" + (" and the plugins its config needs" if len(wanted) > 1 else "")))
+    first = default_runner()
+    r.test_runner, r.test_command, r.test_collect = first.kind, first.command, first.collect
     names = [f.value["name"] if isinstance(f.value, dict) else f.value
              for f in (*ev.of("top_level_package"), *ev.of("top_level_module"))]
     r.packages = sorted({n for n in names if isinstance(n, str) and n.isidentifier()} - {"setup", "conftest", "manage"})

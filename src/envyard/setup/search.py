@@ -32,7 +32,7 @@ from ..errors import EnvyardError
 from ..store import Image
 from ..tls import ca_bundle
 from ..yard import Sandbox, Yard
-from . import importscan
+from . import importscan, runners
 from .evidence import Evidence
 from .interpreters import SETUP_DISK, Interpreter, minor, setup_base
 from .plan import (APT_INSTALL, ENV, INSTALL, VENV, Candidate, Recipe, Step, apt_packages, apt_step, cutoff_of, plan,
@@ -492,38 +492,67 @@ class Search:
         return LevelResult(2, "no missing imports", not missing, detail, time.monotonic() - t)
 
     def _collect(self, b: Branch, ws: Workspace, recipe: Recipe):
-        if recipe.test_runner != "pytest":
-            return None, f"collection is only checked for pytest (runner: {recipe.test_runner})", ""
-        self._say(b, "L3 collecting tests")
-        r = ws.sh(f"{recipe.test_command} --collect-only -q -p no:cacheprovider", self.workdir, self.test_timeout)
-        count = collected_count(r.stdout)
-        b.collected = count
-        if r.exit_code in (0, 5) and count > 0:
-            return True, f"{count} tests", ""
-        output = r.stdout + r.stderr
+        """L3: pytest's own discovery, then the project's own test commands (runners.py), until one finds tests;
+        the recipe keeps the one that did. The output returned for diagnosis is the first runner's failure."""
+        tried: list[tuple[runners.Runner, str]] = []
+        output = ""
+        for runner in runners.runners(self.ev, self.src):
+            ok, why, out, timed_out = self._try_runner(b, ws, runner)
+            if ok:
+                runners.use(recipe, runner)
+                before = f" (tried first: {runners.describe(tried)})"[:400] if tried else ""
+                return True, why + ("" if not runner.source else f" · {runner.label}") + before, ""
+            tried.append((runner, why))
+            output = output or out
+            if timed_out:
+                break
+        detail = tried[0][1] if len(tried) == 1 else runners.describe(tried)
+        return False, detail[:1000], output
+
+    def _try_runner(self, b: Branch, ws: Workspace, runner: runners.Runner) -> tuple[bool, str, str, bool]:
+        """(found tests, detail, output to diagnose, timed out) for one runner: its collect-only form, or — for
+        a runner without one (Django, a script) — a run of the tests, whose results L4 then uses."""
+        if runner.collect:
+            self._say(b, "L3 collecting tests" + (f" with {runner.source}" if runner.source else ""))
+            r = ws.sh(runner.collect, self.workdir, self.test_timeout)
+            count = collected_count(r.stdout) if runner.kind == "pytest" else runners.listed_count(r.stdout)
+            if r.timed_out:
+                return False, f"collection passed the {self.test_timeout:.0f}s limit", "", True
+            if r.exit_code in (0, 5) and count > 0 and not (runner.kind != "pytest" and r.exit_code):
+                b.collected = count
+                return True, f"{count} tests", "", False
+            if count == 0 and r.exit_code in (0, 5):
+                return False, "no tests collected", "", False
+            output = r.stdout + r.stderr
+            errors = [l.strip() for l in output.splitlines() if re.search(r"\w+Error\b|^ERROR ", l)]
+            return False, (f"collection failed (exit {r.exit_code})" + (f": {errors[0][:200]}" if errors else "")), \
+                output, False
+        self._say(b, f"L3 running {runner.source}")
+        r = ws.sh(runner.run(JUNIT), self.workdir, self.test_timeout)
         if r.timed_out:
-            return False, f"collection passed the {self.test_timeout:.0f}s limit", ""
-        if count == 0 and r.exit_code in (0, 5):
-            return False, "no tests collected", ""
-        errors = [l.strip() for l in output.splitlines() if re.search(r"\w+Error\b|^ERROR ", l)]
-        return False, f"collection failed (exit {r.exit_code})" + (f": {errors[0][:200]}" if errors else ""), output
+            return False, f"the test run passed the {self.test_timeout:.0f}s limit", "", True
+        tests = test_results(runner, r, ws.sb)
+        output = r.stdout + r.stderr
+        if not tests or (runner.kind == "script" and r.exit_code != 0 and not runners.parse_verbose(output)):
+            last = (output.strip().splitlines() or [""])[-1][:200]
+            return False, f"no per-test results (exit {r.exit_code}): {last}", output, False
+        b.tests, b.collected = tests, len(tests)
+        return True, f"{len(tests)} tests (run at L3: {runner.kind} has no collect-only step)", "", False
 
     def _run_tests(self, b: Branch, ws: Workspace, recipe: Recipe) -> LevelResult:
         t = time.monotonic()
+        runner = runners.of_recipe(recipe)
+        if runner.collect is None and b.tests:  # L3 ran them already
+            return LevelResult(4, "tests run", True, runners.summary(b.tests) + " (the L3 run)", 0.0)
         self._say(b, "L4 running the tests")
-        r = ws.sh(f"{recipe.test_command} -q -p no:cacheprovider --junitxml={JUNIT}", self.workdir, self.test_timeout)
-        try:
-            b.tests = parse_junit(ws.sb.read_file(JUNIT))
-        except (FileNotFoundError, EnvyardError, ET.ParseError):
-            b.tests = {}
+        r = ws.sh(runner.run(JUNIT), self.workdir, self.test_timeout)
+        b.tests = test_results(runner, r, ws.sb)
         if r.timed_out:
             return LevelResult(4, "tests run", False, f"the test run passed the {self.test_timeout:.0f}s limit",
                                time.monotonic() - t)
         if not b.tests:
             return LevelResult(4, "tests run", False, f"no per-test results (exit {r.exit_code})", time.monotonic() - t)
-        counts = {s: list(b.tests.values()).count(s) for s in ("passed", "failed", "error", "skipped")}
-        return LevelResult(4, "tests run", True, ", ".join(f"{n} {s}" for s, n in counts.items() if n),
-                           time.monotonic() - t)
+        return LevelResult(4, "tests run", True, runners.summary(b.tests), time.monotonic() - t)
 
     def _integrity(self, b: Branch, ws: Workspace) -> LevelResult:
         """The project's Python sources and tests are byte-identical after setup and the test run."""
@@ -595,6 +624,17 @@ def _in(version: str, constraint) -> bool:
 def collected_count(stdout: str) -> int:
     m = re.search(r"(\d+) tests? collected", stdout) or re.search(r"^(\d+) tests?", stdout, re.M)
     return int(m.group(1)) if m else len([l for l in stdout.splitlines() if "::" in l])
+
+
+def test_results(runner: runners.Runner, r, sb: Sandbox) -> dict[str, str]:
+    """Per-test statuses of a run of `runner.run(JUNIT)` (result `r`) in sandbox `sb`: pytest's JUnit XML, or
+    the runner's own output (runners.native_results)."""
+    if runner.kind != "pytest":
+        return runners.native_results(runner, r.stdout + r.stderr, r.exit_code)
+    try:
+        return parse_junit(sb.read_file(JUNIT))
+    except (FileNotFoundError, EnvyardError, ET.ParseError):
+        return {}
 
 
 def parse_junit(data: bytes) -> dict[str, str]:

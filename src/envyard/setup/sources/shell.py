@@ -27,7 +27,7 @@ _ARG_OPTIONS = {"-n", "--name", "-p", "--prefix", "--with", "--extra", "--group"
 
 @dataclass(frozen=True)
 class Classified:
-    tool: str | None          # "pytest", "unittest", "nose", "django", "tox", "nox", "runtests", "make", "install"...
+    tool: str | None          # "pytest", "unittest", "nose", "django", "tox", "nox", "runtests", "script", "make"...
     runner: str | None        # one of RUNNERS when the command names a test runner
 
 
@@ -181,6 +181,8 @@ def _script(toks: list[str]) -> Classified:
         return Classified("setup.py test", None)
     if script in ("pytest", "py.test"):
         return Classified("pytest", "pytest")
+    if script.endswith(".py") and "test" in script.lower() and script != "setup.py":
+        return Classified("script", None)                  # `python src/tests/test.py`: a test script
     return Classified(None, None)
 
 

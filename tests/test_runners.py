@@ -1,0 +1,174 @@
+"""The project's own test runner (envyard.setup.runners): which commands from the evidence become runners, how
+they are rebuilt, and how their output turns into per-test statuses. Pure functions, no sandbox."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envyard.setup.evidence import gather
+from envyard.setup.runners import (PY, Runner, default_runner, from_command, listed_count, native_results,
+                                   parse_verbose, runners)
+from envyard.setup.sources import shell
+
+REPOS = Path(__file__).resolve().parent / "fixtures" / "repos"
+
+
+def kinds(rs):
+    return [(r.kind, r.command) for r in rs]
+
+
+def test_a_tox_test_script_is_run_through_pytest_then_as_a_script():
+    rs = runners(gather(REPOS / "script_tests"))
+    assert kinds(rs) == [("pytest", f"{PY} -m pytest"),
+                         ("pytest", f"{PY} -m pytest src/tests/test.py"),
+                         ("script", f"{PY} src/tests/test.py")]
+    assert rs[1].collect == f"{PY} -m pytest src/tests/test.py --collect-only -q -p no:cacheprovider"
+    assert rs[2].collect is None  # a script cannot list its tests: L3 runs it
+    assert rs[1].source == "python src/tests/test.py" and rs[1].evidence == "tox.ini:6, tox.commands"
+    assert "run through pytest" in rs[1].label and "tox.ini:6" in rs[2].label
+
+
+def test_a_unittest_discover_line_in_a_makefile():
+    rs = runners(gather(REPOS / "unittest_checks"))
+    assert rs[0] == default_runner()
+    assert rs[1].kind == "pytest" and rs[1].command == f"{PY} -m pytest checks -o 'python_files=*_test.py'"
+    native = rs[2]
+    assert native.kind == "unittest"
+    assert native.command == f"{PY} -m unittest discover -s checks -p '*_test.py' -v"
+    assert native.collect.startswith(f"{PY} -c ") and native.collect.endswith("discover checks '*_test.py' ''")
+    assert native.evidence == "Makefile:2, Makefile:test"
+    assert not [r for r in rs if "make" in r.command]  # `make test` itself is never run
+
+
+def test_django_runs_first_when_nothing_names_pytest():
+    rs = runners(gather(REPOS / "django_app"))
+    assert kinds(rs) == [("django", f"{PY} manage.py test --noinput -v 2"), ("pytest", f"{PY} -m pytest")]
+    assert rs[0].collect is None and rs[0].evidence == "manage.py:7, django.manage.py"
+
+
+def test_a_pytest_project_keeps_pytest_first_and_its_paths():
+    rs = runners(gather(REPOS / "toxnox"))
+    assert rs[0] == default_runner()
+    assert ("pytest", f"{PY} -m pytest tests") in kinds(rs)  # `pytest {posargs:tests}` from tox.ini
+
+
+@pytest.mark.parametrize("command, kind, rebuilt", [
+    ("python -m pytest tests --cov=x -x", "pytest", f"{PY} -m pytest tests"),
+    ("{envpython} -m pytest {toxinidir}/tests {posargs}", "pytest", f"{PY} -m pytest tests"),
+    ("coverage run -m pytest --doctest-modules pkg", "pytest", f"{PY} -m pytest pkg --doctest-modules"),
+    ("poetry run pytest", "pytest", f"{PY} -m pytest"),
+    ("nosetests -v tests", "pytest", f"{PY} -m pytest tests"),
+    ("python -m unittest discover -s tests -p 'check_*.py'", "pytest", f"{PY} -m pytest tests -o 'python_files=check_*.py'"),
+    ("python -m unittest discover tests '*_test.py'", "pytest", f"{PY} -m pytest tests -o 'python_files=*_test.py'"),
+    ("python -m unittest tests.test_a", "unittest", f"{PY} -m unittest -v tests.test_a"),
+    ("DJANGO_SETTINGS_MODULE=x python manage.py test polls --settings=site.test", "django",
+     f"{PY} manage.py test --noinput -v 2 --settings=site.test polls"),
+    ("cd sub && python run_tests.py", "pytest", f"cd sub && {PY} -m pytest run_tests.py"),
+])
+def test_commands_are_rebuilt_from_checked_parts(tmp_path, command, kind, rebuilt):
+    for d in ("tests", "pkg", "sub"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "manage.py").write_text("")
+    (tmp_path / "sub" / "run_tests.py").write_text("")
+    rs = from_command(command, tmp_path, "x:1, rule")
+    assert rs and (rs[0].kind, rs[0].command) == (kind, rebuilt)
+    assert all(r.source == command.split("&& ", 1)[-1] for r in rs)
+
+
+@pytest.mark.parametrize("command", [
+    "make test", "tox -e py311", "python setup.py test", "./run-tests.sh", "bash -c 'pytest'", "curl x | sh",
+    "python -c 'import os; os.system(1)'", "python tools/lint.py",      # a script not named like a test
+    "python ../outside/test.py", "python /etc/test.py", "python missing_test.py",  # outside the repo or absent
+    "cd ../elsewhere && pytest", "python -m unittest discover -s 'tests; rm -rf /'",
+    "python manage.py migrate", "python -m pip install -e .",
+])
+def test_other_commands_are_not_runners(tmp_path, command):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "lint.py").write_text("")
+    assert from_command(command, tmp_path, "x:1, rule") == []
+
+
+def test_arguments_with_shell_syntax_are_dropped(tmp_path):
+    (tmp_path / "test_all.py").write_text("")
+    rs = from_command("python test_all.py --fast '$(rm -rf /)' `id`", tmp_path, "x")
+    assert rs[1].command == f"{PY} test_all.py --fast"
+
+
+def test_shell_classifies_test_scripts():
+    assert shell.classify("python src/tests/test.py") == shell.Classified("script", None)
+    assert shell.classify("python tools/release.py") == shell.Classified(None, None)
+    assert shell.classify("python setup.py test") == shell.Classified("setup.py test", None)
+
+
+VERBOSE_311 = """\
+test_all (count_test.CountTest.test_all) ... ok
+test_later (count_test.CountTest.test_later) ... skipped 'not yet'
+test_truthy (count_test.CountTest.test_truthy) ... FAIL
+test_empty (empty_test.EmptyTest.test_empty)
+Counting nothing gives nothing. ... ok
+test_prints (empty_test.EmptyTest.test_prints) ... some output
+ok
+broken_test (unittest.loader._FailedTest.broken_test) ... ERROR
+test_xf (m.C.test_xf) ... expected failure
+test_us (m.C.test_us) ... unexpected success
+
+======================================================================
+FAIL: test_truthy (count_test.CountTest.test_truthy)
+----------------------------------------------------------------------
+Ran 8 tests in 0.002s
+
+FAILED (failures=1, errors=1, skipped=1)
+"""
+
+DJANGO_V2 = """\
+Found 3 test(s).
+Creating test database for alias 'default' ('file:memorydb_default?mode=memory&cache=shared')...
+Operations to perform:
+  Synchronize unmigrated apps: polls
+Running migrations:
+  Applying contenttypes.0001_initial... OK
+System check identified no issues (0 silenced).
+test_empty (polls.tests.QuestionTests) ... ok
+test_saved (polls.tests.QuestionTests) ... ok
+test_truth (polls.tests.TruthTests) ... ok
+
+----------------------------------------------------------------------
+Ran 3 tests in 0.004s
+
+OK
+Destroying test database for alias 'default' ('file:memorydb_default?mode=memory&cache=shared')...
+"""
+
+
+def test_unittest_verbose_output_gives_per_test_statuses():
+    assert parse_verbose(VERBOSE_311) == {
+        "count_test.CountTest::test_all": "passed", "count_test.CountTest::test_later": "skipped",
+        "count_test.CountTest::test_truthy": "failed", "empty_test.EmptyTest::test_empty": "passed",
+        "empty_test.EmptyTest::test_prints": "passed", "unittest.loader._FailedTest::broken_test": "error",
+        "m.C::test_xf": "skipped", "m.C::test_us": "failed"}
+
+
+def test_django_verbose_output_before_and_after_311_gives_the_same_ids():
+    assert parse_verbose(DJANGO_V2) == {"polls.tests.QuestionTests::test_empty": "passed",
+                                        "polls.tests.QuestionTests::test_saved": "passed",
+                                        "polls.tests.TruthTests::test_truth": "passed"}
+    newer = DJANGO_V2.replace("(polls.tests.QuestionTests)", "(polls.tests.QuestionTests.XX)")
+    newer = "\n".join(l.replace("XX", l.split()[0]) if "XX" in l else l for l in newer.splitlines())
+    assert parse_verbose(newer) == parse_verbose(DJANGO_V2)
+
+
+def test_a_script_without_unittest_output_is_one_test_by_its_exit_code():
+    script = Runner("script", f"cd sub && {PY} tests/test.py", None, "python tests/test.py", "tox.ini:3")
+    assert native_results(script, "all good\n", 0) == {"tests/test.py::main": "passed"}
+    assert native_results(script, "Traceback ...\n", 1) == {"tests/test.py::main": "failed"}
+    assert native_results(script, "test_a (m.C.test_a) ... ok\n", 1) == {"m.C::test_a": "passed"}
+    django = Runner("django", f"{PY} manage.py test", None)
+    assert native_results(django, "ImproperlyConfigured\n", 1) == {}
+
+
+def test_the_unittest_lister_output_is_counted():
+    assert listed_count("count_test.CountTest.test_all\nempty_test.EmptyTest.test_empty\n") == 2
+    assert listed_count("") == 0

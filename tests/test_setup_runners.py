@@ -1,0 +1,76 @@
+"""`envyard setup` on projects whose tests pytest's default discovery does not find: their own runner, named
+by their tox.ini / Makefile / manage.py, reaches L4 (real installs from PyPI into sandboxes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import envyard
+
+REPOS = Path(__file__).resolve().parent / "fixtures" / "repos"
+
+
+def setup_cli(home, *args, timeout=900):
+    env = {"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin",
+           "PYTHONPATH": str(Path(envyard.__file__).resolve().parents[1])}  # this checkout's envyard
+    return subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", *map(str, args)], capture_output=True,
+                          text=True, env=env, timeout=timeout, cwd="/tmp")
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    h = tmp_path_factory.mktemp("setup-runners-home")
+    yield h
+    subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env={**os.environ, "ENVYARD_HOME": str(h)},
+                   capture_output=True)
+
+
+def test_a_test_script_named_by_tox_reaches_l4_through_pytest(home, tmp_path):
+    """decorator's layout: src/tests/test.py, run by tox as `python src/tests/test.py`; pytest's default
+    discovery collects nothing, pytest over that file collects its unittest cases."""
+    out = tmp_path / "contract"
+    r = setup_cli(home, REPOS / "script_tests", "--name", "t/script", "--out", out, "--json")
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["pass_ratio"] == 1.0 and data["verified"] is True
+    assert data["replay"]["statuses_same"] == 4
+    assert "tox.ini:6" in data["levels"][3]["detail"] and "no tests collected" in data["levels"][3]["detail"]
+    recipe = tomllib.loads((out / "envyard.toml").read_text())["recipe"]
+    assert recipe["test_runner"] == "pytest" and recipe["test_source"] == "python src/tests/test.py"
+    assert recipe["test_evidence"] == "tox.ini:6, tox.commands"
+    assert "/opt/venv/bin/python -m pytest src/tests/test.py \"$@\"" in (out / "test.sh").read_text()
+
+
+def test_a_unittest_suite_pytest_cannot_import_runs_with_unittest(home, tmp_path):
+    """checks/*_test.py import a sibling module as top-level, which only `unittest discover -s checks` (the
+    Makefile's command) allows: pytest's collection errors out, unittest lists and runs the 4 tests."""
+    out = tmp_path / "contract"
+    r = setup_cli(home, REPOS / "unittest_checks", "--name", "t/checks", "--out", out, "--json")
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["pass_ratio"] == 1.0 and data["verified"] is True
+    assert data["tests"] == {"count_test.CountTest::test_all": "passed", "count_test.CountTest::test_later": "skipped",
+                             "count_test.CountTest::test_truthy": "passed", "empty_test.EmptyTest::test_empty": "passed"}
+    assert data["recipe"]["test_runner"] == "unittest" and data["recipe"]["test_evidence"] == "Makefile:2, Makefile:test"
+    assert data["replay"]["statuses_same"] == 4
+    assert "-m unittest discover -s checks -p '*_test.py' -v" in (out / "test.sh").read_text()
+
+
+def test_a_django_project_runs_manage_py_test(home, tmp_path):
+    out = tmp_path / "contract"
+    r = setup_cli(home, REPOS / "django_app", "--name", "t/django", "--out", out, "--json")
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["pass_ratio"] == 1.0 and data["verified"] is True
+    assert data["recipe"]["test_runner"] == "django"
+    assert sorted(data["tests"]) == ["polls.tests.QuestionTests::test_empty", "polls.tests.QuestionTests::test_saved",
+                                     "polls.tests.TruthTests::test_truth"]
+    assert data["replay"]["statuses_same"] == 3
+    assert "manage.py test --noinput -v 2" in (out / "test.sh").read_text()
