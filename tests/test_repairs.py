@@ -37,6 +37,15 @@ Package python-dev is not available, but is referred to by another package.
 E: Package 'python-dev' has no installation candidate
 """, ("apt_drop", ("python-dev",), "apt-unknown-package"))
 
+# ---- a requirement PyPI does not have (captured: uv 0.13.9, a requirements.txt listing the Debian package alsa-utils)
+
+case("install", """\
+Using Python 3.11.7 environment at: /opt/venv
+error: No solution found when resolving dependencies
+  cause: Because alsa-utils was not found in the package registry and you require alsa-utils, we can conclude that your requirements are unsatisfiable.
+""", ("drop", ("alsa-utils",), "not-on-pypi"))
+
+
 # ---- not fixable ----------------------------------------------------------------------------------------------
 
 case("collect", """\
@@ -759,6 +768,12 @@ def test_nothing_to_say():
     assert diagnose(unknown_header, stage="install") == []
     circular = "ImportError: cannot import name 'App' from partially initialized module 'app' (most likely due to a circular import)"
     assert diagnose(circular, stage="import") == []
+    # reconstructed: a dependency of a dependency that PyPI lacks is not the project's line to drop
+    transitive = ("  cause: Because only pyfoo-bar<=0.2 is available and pyfoo-bar<=0.2 depends on alsa-utils, we\n"
+                  "  can conclude that pyfoo-bar>0.1 cannot be used. And because alsa-utils was not found in the\n"
+                  "  package registry and you require pyfoo-bar>0.1, we can conclude that your requirements are\n"
+                  "  unsatisfiable.\n")
+    assert diagnose(transitive, stage="install") == []
 
 
 def test_local_packages_are_not_fixed():
