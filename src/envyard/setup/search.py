@@ -37,7 +37,8 @@ from .evidence import Evidence
 from .interpreters import SETUP_DISK, Interpreter, minor, setup_base
 from .plan import (APT_INSTALL, ENV, INSTALL, VENV, Candidate, Recipe, Step, apt_packages, apt_step, cutoff_of, plan,
                    source_date)
-from .repairs import Fix, diagnose
+from . import modules
+from .repairs import Fix, _stdlib, diagnose, missing_modules
 
 JUNIT = "/tmp/envyard-junit.xml"
 SCAN_SCRIPT = "/tmp/envyard-importscan.py"
@@ -91,6 +92,8 @@ class Branch:
     tests: dict[str, str] = field(default_factory=dict)
     repairs: list[str] = field(default_factory=list)
     spawned: list[Candidate] = field(default_factory=list)
+    guessed: dict[str, str] = field(default_factory=dict)  # missing module → the distribution installed for it
+    rejected: dict[str, set] = field(default_factory=dict)  # missing module → distributions that did not provide it
     image: Image | None = None  # the branch's final state, kept until the search decides
     collected: int = 0
     integrity: "LevelResult | None" = None  # the project's Python files unchanged by setup and tests
@@ -466,17 +469,79 @@ class Search:
             if not fixes:
                 break
             fix = fixes[0]
+            wrong = guessed_module(output, b.guessed) if fix.kind == "cutoff" else None
+            if wrong:  # not a dependency newer than the project: a distribution guessed for a module was wrong
+                fix = Fix("pip", (wrong,), "guess-was-wrong", f"{b.guessed[wrong]} does not provide what the project "
+                          f"imports from {wrong}: another distribution")
             tried.add((fix.kind, fix.args))
             if fix.kind in ("python", "cutoff"):
                 self._spawn(b, fix)
                 break
             self._say(b, f"repair: {fix.rule}")
+            if fix.rule in ("runtime-missing-module", "guess-was-wrong"):
+                before = self._probe_modules(b, ws, recipe, fix, output)
+                if not before:
+                    break
+                recipe.steps.extend(before)
+                b.repairs.append(before[-1].why.split(": ", 1)[-1])
+                continue
             before, _ = self._fix_steps(fix, recipe, Step("check", "true", ""), ws)
             if any(ws.sh(s.command, self.workdir, self.step_timeout).exit_code != 0 for s in before):
                 break
             recipe.steps.extend(before)
             b.repairs.append(fix.why)
         return LevelResult(level, name, False, detail, time.monotonic() - t)
+
+    def _probe_modules(self, b: Branch, ws: Workspace, recipe: Recipe, fix: Fix, output: str) -> list[Step]:
+        """For each missing module, candidate distributions one by one (modules.py): keep the first that, installed,
+        provides the module and the names the project imports from it; uninstall a wrong one. Steps for the kept."""
+        learned = modules.Learned(self.yard.store.home / "cache" / "setup-modules.json")
+        local = set(recipe.packages)
+        if fix.rule == "guess-was-wrong":
+            wanted = list(fix.args)
+        else:
+            wanted = [m for m in missing_modules(output) if m not in local and not m.startswith("_")
+                      and not _stdlib(m)]
+        steps = []
+        for module in wanted[:3]:
+            known, dist = learned.get(module)
+            if known and dist is None:
+                continue
+            rejected = b.rejected.setdefault(module, set())
+            if module in b.guessed:  # the last guess turned out wrong: take it out, never offer it again
+                wrong = b.guessed.pop(module)
+                rejected.add(wrong)
+                ws.sh(f"uv pip uninstall {shlex.quote(wrong)}", "/", 120)
+                recipe.steps[:] = [s for s in recipe.steps if s.command != recipe.install(shlex.quote(wrong))]
+                if learned.get(module) == (True, wrong):
+                    learned.put(module, None)
+            names = modules.imported_names(self.src, module)
+            kept = None
+            for cand in modules.candidates(module, dist):
+                if cand in rejected:
+                    continue
+                self._say(b, f"repair: which distribution provides {module}? trying {cand}")
+                r = ws.sh(recipe.install(shlex.quote(cand)), self.workdir, min(self.step_timeout, 600))
+                if r.exit_code != 0:
+                    rejected.add(cand)
+                    continue
+                c = ws.sh(f"{VENV}/bin/python -c {shlex.quote(modules.CHECK)} {quote([module, *names])}", "/", 120)
+                if c.exit_code == 0:
+                    kept = cand
+                    break
+                rejected.add(cand)
+                b.log.append(f"{cand} does not provide {module} as the project uses it: {c.stdout.strip()[:200]}\n")
+                ws.sh(f"uv pip uninstall {shlex.quote(cand)}", "/", 120)
+            if kept is None:
+                if fix.rule == "runtime-missing-module":
+                    learned.put(module, None)
+                continue
+            learned.put(module, kept)
+            b.guessed[module] = kept
+            steps.append(Step("repair", recipe.install(shlex.quote(kept)),
+                              f"repair (missing-module): {module} is provided by {kept}"
+                              + (f" (tried and rejected: {', '.join(sorted(rejected))})" if rejected else "")))
+        return steps
 
     # ---- the levels ----------------------------------------------------------------------------------------
 
@@ -650,6 +715,18 @@ def source_manifest(src: Path) -> dict[str, str]:
             continue
         out[str(rel)] = hashlib.sha256(data).hexdigest()
     return out
+
+
+_NOT_THERE = re.compile(r"cannot import name '\w+' from '([\w.]+)'|module '([\w.]+)' has no attribute '\w+'")
+
+
+def guessed_module(output: str, guessed: dict[str, str]) -> str | None:
+    """The module whose distribution was guessed (not declared) and that lacks a name the code uses, if any."""
+    for m in _NOT_THERE.finditer(output):
+        top = (m.group(1) or m.group(2)).split(".")[0]
+        if top in guessed:
+            return top
+    return None
 
 
 def quote(args) -> str:
