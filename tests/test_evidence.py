@@ -475,6 +475,25 @@ def test_requirements_only_directory_is_a_repository(tmp_path):
     assert gather(tmp_path).values("dependency")[0]["name"] == "requests"
 
 
+def test_requirements_in_every_spelling_pip_accepts(tmp_path):
+    write(tmp_path, {"pyproject.toml": '[project]\nname = "demo"\nversion = "1"\n',
+                     "requirements.txt": "-e.[tests]\n-rreqs/a.txt\n--requirement=reqs/b.txt\n-cc.txt\n"
+                                         "--index-url=https://pypi.org/simple\n-e./lib\n--pre\n"
+                                         "requests \\\n  >=2 ; python_version >= '3.8'  # note\n",
+                     "reqs/a.txt": "attrs\n", "reqs/b.txt": "click\n", "c.txt": "click<9\n",
+                     "lib/setup.py": ""})
+    e = gather(tmp_path)
+    assert e.problems == []
+    for name in ("attrs", "click"):
+        one(e, "dependency", {"name": name})
+    one(e, "constraint", {"name": "click", "spec": "<9"}, file="c.txt")
+    one(e, "dependency", {"name": "requests", "spec": ">=2", "marker": 'python_version >= "3.8"'}, line=8)
+    one(e, "local_package", {"path": "./lib", "editable": True})
+    one(e, "package_index", "https://pypi.org/simple")
+    rewrite = one(e, "requirements_rewrite", file="requirements.txt")
+    assert rewrite.value["args"][:2] == ["-e", ".[tests]"]
+
+
 def test_links_outside_the_repository_are_not_read(tmp_path):
     outside = tmp_path / "outside.txt"
     outside.write_text("secret-package\n")

@@ -97,3 +97,34 @@ def test_apt_steps_round_trip_their_packages():
     assert apt_packages(repair) == ["libmpfr-dev", "liblzo2-dev"]
     project_own = apt_step(["graphviz"], "the project's CI", recommends=True)
     assert "--no-install-recommends" not in project_own.command and apt_packages(project_own) == ["graphviz"]
+
+
+def test_requirement_files_uv_refuses_are_installed_as_arguments(tmp_path):
+    """pip reads `-e.[tests]`, `-rfile`, `--requirement=file`, `-cfile` and options uv does not know; uv's parser
+    refuses the first ones ("Expected '=' or whitespace"), so such a file becomes the install's arguments."""
+    project(tmp_path, ">=3.8")
+    (tmp_path / "reqs").mkdir()
+    (tmp_path / "reqs" / "base.txt").write_text("attrs\n-e./plugins/a\n")
+    (tmp_path / "reqs" / "more.txt").write_text("click\n")
+    (tmp_path / "constraints.txt").write_text("click<9\n")
+    (tmp_path / "requirements.txt").write_text(
+        "-e.[tests]\n-rreqs/base.txt\n--requirement=reqs/more.txt\n-cconstraints.txt\n"
+        "--index-url=https://pypi.org/simple\n--trusted-host pypi.org\n# a comment\n"
+        "requests>=2 \\\n    ; python_version >= \"3.8\"  # why\nsix==1.16 --hash=sha256:abc\n")
+    r = plan(gather(tmp_path), Candidate(HOST))
+    step = next(s for s in r.steps if s.kind == "requirements")
+    assert step.command == ("uv pip install -e '.[tests]' attrs -e ./plugins/a click -c constraints.txt "
+                            "--index-url https://pypi.org/simple 'requests>=2 ; python_version >= \"3.8\"' six==1.16")
+    assert any("-e.[tests] read as -e .[tests]" in n for n in r.notes)
+    assert any("--trusted-host pypi.org is ignored" in n for n in r.notes)
+
+
+def test_requirement_files_uv_reads_stay_as_they_are(tmp_path):
+    project(tmp_path, ">=3.8")
+    (tmp_path / "requirements.txt").write_text("-e .[tests]\n--editable=./lib\n-r reqs/dev.txt\n-c c.txt\n"
+                                               "--extra-index-url https://example.org/simple\nsix --hash=sha256:ab\n")
+    (tmp_path / "reqs").mkdir()
+    (tmp_path / "reqs" / "dev.txt").write_text("pytest\n")
+    (tmp_path / "c.txt").write_text("pytest<9\n")
+    r = plan(gather(tmp_path), Candidate(HOST))
+    assert [s.command for s in r.steps if s.kind == "requirements"] == ["uv pip install -r requirements.txt"]

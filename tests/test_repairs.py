@@ -37,6 +37,15 @@ Package python-dev is not available, but is referred to by another package.
 E: Package 'python-dev' has no installation candidate
 """, ("apt_drop", ("python-dev",), "apt-unknown-package"))
 
+# ---- a requirement PyPI does not have (captured: uv 0.13.9, a requirements.txt listing the Debian package alsa-utils)
+
+case("install", """\
+Using Python 3.11.7 environment at: /opt/venv
+error: No solution found when resolving dependencies
+  cause: Because alsa-utils was not found in the package registry and you require alsa-utils, we can conclude that your requirements are unsatisfiable.
+""", ("drop", ("alsa-utils",), "not-on-pypi"))
+
+
 # ---- not fixable ----------------------------------------------------------------------------------------------
 
 case("collect", """\
@@ -631,6 +640,29 @@ versions of NumPy, modules must be compiled with NumPy 2.0.
 Some module may need to rebuild instead e.g. with 'pybind11>=2.12'.
 """, ("pip", ("numpy<2",), "numpy2-abi"))
 
+# pandas 1.5.3's wheel (built against NumPy 1) imported with NumPy 2.0 installed: Cython's type-size check
+# (reconstructed from the frames of pandas 1.5.3 and the message reported with NumPy 2.0)
+case("collect", """\
+ImportError while loading conftest '/work/tests/conftest.py'.
+tests/conftest.py:3: in <module>
+    import pandas as pd
+/opt/venv/lib/python3.11/site-packages/pandas/__init__.py:22: in <module>
+    from pandas.compat import is_numpy_dev as _is_numpy_dev  # pyright: ignore # noqa:F401
+/opt/venv/lib/python3.11/site-packages/pandas/compat/__init__.py:18: in <module>
+    from pandas.compat.numpy import (
+/opt/venv/lib/python3.11/site-packages/pandas/compat/numpy/__init__.py:4: in <module>
+    from pandas.util.version import Version
+/opt/venv/lib/python3.11/site-packages/pandas/util/__init__.py:2: in <module>
+    from pandas.util._decorators import (  # noqa:F401
+/opt/venv/lib/python3.11/site-packages/pandas/util/_decorators.py:14: in <module>
+    from pandas._libs.properties import cache_readonly
+/opt/venv/lib/python3.11/site-packages/pandas/_libs/__init__.py:13: in <module>
+    from pandas._libs.interval import Interval
+pandas/_libs/interval.pyx:1: in init pandas._libs.interval
+    ???
+E   ValueError: numpy.dtype size changed, may indicate binary incompatibility. Expected 96 from C header, got 88 from PyObject
+""", ("pip", ("numpy<2",), "numpy-dtype-size"))
+
 case("collect", """\
 ImportError while loading conftest '/work/tests/conftest.py'.
 tests/conftest.py:1: in <module>
@@ -736,6 +768,12 @@ def test_nothing_to_say():
     assert diagnose(unknown_header, stage="install") == []
     circular = "ImportError: cannot import name 'App' from partially initialized module 'app' (most likely due to a circular import)"
     assert diagnose(circular, stage="import") == []
+    # reconstructed: a dependency of a dependency that PyPI lacks is not the project's line to drop
+    transitive = ("  cause: Because only pyfoo-bar<=0.2 is available and pyfoo-bar<=0.2 depends on alsa-utils, we\n"
+                  "  can conclude that pyfoo-bar>0.1 cannot be used. And because alsa-utils was not found in the\n"
+                  "  package registry and you require pyfoo-bar>0.1, we can conclude that your requirements are\n"
+                  "  unsatisfiable.\n")
+    assert diagnose(transitive, stage="install") == []
 
 
 def test_local_packages_are_not_fixed():

@@ -19,6 +19,8 @@ Fact kinds:
     build_requirement  [build-system].requires, setup_requires
     native_build       the project compiles native code (ext_modules, a native build backend, Cython...)
     requirements_file  a pip requirement file in use      {"path", "role": "requirements" | "constraints"}
+    requirements_rewrite  a requirement file that uv's parser refuses (`-e.`, `-rfile`, pip-only options), as
+                       `uv pip install` arguments         {"path", "args", "notes"}
     lock_file          "poetry" | "uv" | "pdm" | "pipenv" | "pylock" | "conda-lock" | "pip-tools" | ...
     package_index      an index URL (requirements -i, Pipfile [[source]])
     conda_environment  an environment.yml

@@ -179,8 +179,15 @@ def plan(ev: Evidence, cand: Candidate) -> Recipe:
                  and f.value.get("role", "requirements") == "requirements"
                  and not re.search(r"(doc|lint)", f.value.get("path", ""), re.I)]
     top = [f for f in req_files if "/" not in f.value["path"]] or req_files  # included files come along via -r
+    rewrites = {f.value["path"]: f.value for f in ev.of("requirements_rewrite") if isinstance(f.value, dict)}
     for f in top:
-        r.steps.append(Step("requirements", r.install(f"-r {shlex.quote(f.value['path'])}"), f"{f.via} ({f.file})"))
+        rewrite = rewrites.get(f.value["path"])
+        if rewrite is None:
+            r.steps.append(Step("requirements", r.install(f"-r {shlex.quote(f.value['path'])}"), f"{f.via} ({f.file})"))
+        elif rewrite["args"]:  # a line uv's parser refuses (`-e.`, `-rfile`, ...): the file's lines as arguments
+            r.steps.append(Step("requirements", r.install(_quote_reqs(rewrite["args"])),
+                                f"{f.via} ({f.file}), as arguments: uv refuses some of its lines"))
+            r.notes += [f"{f.value['path']} rewritten for uv: {n}" for n in rewrite["notes"][:20]]
     project = any(f.kind in ("build_backend",) for f in ev.facts) or any(
         (ev.root / n).is_file() for n in ("pyproject.toml", "setup.py", "setup.cfg"))
     extras = sorted({f.value["extra"] for f in ev.of("extra") if isinstance(f.value, dict) and TESTISH.search(f.value["extra"])})

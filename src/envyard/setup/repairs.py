@@ -22,15 +22,15 @@ from packaging.version import InvalidVersion, Version
 
 MISSING_MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '([A-Za-z_][\w.]*)'")
 STAGES = ("install", "import", "collect")
-KINDS = ("apt", "apt_drop", "pip", "build_deps", "legacy_setuptools", "cutoff", "python", "retry", "env", "none")
-MERGED = ("apt", "apt_drop", "pip", "build_deps", "legacy_setuptools", "env")  # several matches of a rule → one fix
+KINDS = ("apt", "apt_drop", "drop", "pip", "build_deps", "legacy_setuptools", "cutoff", "python", "retry", "env", "none")
+MERGED = ("apt", "apt_drop", "drop", "pip", "build_deps", "legacy_setuptools", "env")  # several matches of a rule → one fix
 SPECIAL_TABLES = ("dist", "pytest_option", "pytest_ini", "abi_tags")
 PYTHONS = [Version("2.7")] + [Version(f"3.{m}") for m in range(0, 21)]
 
 
 @dataclass(frozen=True)
 class Fix:
-    kind: str  # apt | apt_drop | pip | build_deps | legacy_setuptools | cutoff | python | retry | env
+    kind: str  # apt | apt_drop | drop | pip | build_deps | legacy_setuptools | cutoff | python | retry | env
     args: tuple[str, ...]  # Debian packages, requirements, NAME=VALUE, or ("older"|"newer", constraint)
     rule: str  # id of the table rule that matched
     why: str  # one line for humans, quoting the matched signature

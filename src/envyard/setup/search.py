@@ -37,7 +37,8 @@ from .evidence import Evidence
 from .interpreters import SETUP_DISK, Interpreter, minor, setup_base
 from .plan import (APT_INSTALL, ENV, INSTALL, VENV, Candidate, Recipe, Step, apt_packages, apt_step, cutoff_of, plan,
                    source_date)
-from .repairs import Fix, diagnose
+from . import modules
+from .repairs import Fix, _stdlib, diagnose, missing_modules
 
 JUNIT = "/tmp/envyard-junit.xml"
 SCAN_SCRIPT = "/tmp/envyard-importscan.py"
@@ -46,6 +47,10 @@ MAX_REPAIRS = 4  # fixes tried for one failing step or level
 MAX_BRANCHES = 5
 UV_CACHE = "/root/.cache/uv"
 INSIDE_CA = "/etc/envyard-host-ca.crt"
+# Requirements left out of installs (uv overrides with a marker that is never true), and whether Debian has NAME.
+DROPPED = "/opt/envyard/dropped-requirements.txt"
+DEBIAN_HAS = ("(apt-cache show --no-all-versions {name} || (apt-get update -qq && apt-cache show --no-all-versions "
+              "{name})) >/dev/null 2>&1")
 
 
 def host_trust() -> tuple[dict[str, str], dict[str, str]]:
@@ -87,6 +92,8 @@ class Branch:
     tests: dict[str, str] = field(default_factory=dict)
     repairs: list[str] = field(default_factory=list)
     spawned: list[Candidate] = field(default_factory=list)
+    guessed: dict[str, str] = field(default_factory=dict)  # missing module → the distribution installed for it
+    rejected: dict[str, set] = field(default_factory=dict)  # missing module → distributions that did not provide it
     image: Image | None = None  # the branch's final state, kept until the search decides
     collected: int = 0
     integrity: "LevelResult | None" = None  # the project's Python files unchanged by setup and tests
@@ -349,6 +356,7 @@ class Search:
         Returns the last result and how many recipe steps the (possibly repaired) step now spans."""
         tried: set[tuple] = set()
         retries = 0
+        base, carried = recipe.steps[i], []  # requirements left out stay left out while the next fix is tried
         for _ in range(MAX_REPAIRS):
             fixes = [f for f in diagnose(r.stdout + r.stderr, stage="install", local=frozenset(recipe.packages))
                      if (f.kind, f.args) not in tried]
@@ -366,7 +374,8 @@ class Search:
                 tried.discard((fix.kind, fix.args))
             self._say(b, f"repair: {fix.rule}")
             ws.rollback(snap)
-            before, step = self._fix_steps(fix, recipe, recipe.steps[i], ws)
+            before, step = self._fix_steps(fix, recipe, base, ws)
+            before = carried + before
             ok = True
             for extra in before:
                 pre = ws.sh(extra.command, self.workdir, self.step_timeout)
@@ -382,6 +391,8 @@ class Search:
             if r.exit_code == 0:
                 recipe.steps[i:i + 1] = [*before, step]
                 return r, len(before) + 1
+            if fix.kind == "drop":
+                base, carried = step, before
         return r, 1
 
     def _fix_steps(self, fix: Fix, recipe: Recipe, failed: Step, ws: Workspace) -> tuple[list[Step], Step]:
@@ -394,6 +405,20 @@ class Search:
             if not keep:
                 return [], Step("apt", "true", f"{failed.why}; {why}")
             return [], apt_step(keep, f"{failed.why}; {why}", recommends="--no-install-recommends" not in failed.command)
+        if fix.kind == "drop":  # not on PyPI: install what Debian has under that name; leave it out of the step
+            names = [n for n in fix.args if re.fullmatch(r"[a-z0-9][a-z0-9.+-]+", n.lower())]
+            debian = [n.lower() for n in names if ws.sh(DEBIAN_HAS.format(name=shlex.quote(n.lower())), "/",
+                                                         300).exit_code == 0]
+            before = [Step("repair", "mkdir -p /opt/envyard && printf '%s\\n' "
+                           + quote(f'{n}; sys_platform == "never"' for n in fix.args) + f" >> {DROPPED}", why)]
+            if debian:
+                before.insert(0, apt_step(debian, f"{why}; Debian has {', '.join(debian)}"))
+            recipe.notes.append(f"left out of the Python requirements (not on PyPI): {', '.join(fix.args)}"
+                                + (f"; installed from Debian: {', '.join(debian)}" if debian else ""))
+            again = failed
+            if f"--override {DROPPED}" not in failed.command:
+                again = Step(failed.kind, f"{failed.command} --override {DROPPED}", f"{failed.why}; {why}")
+            return before, again
         if fix.kind == "pip":
             return [Step("repair", recipe.install(quote(fix.args)), why)], failed
         if fix.kind in ("build_deps", "legacy_setuptools"):
@@ -444,11 +469,22 @@ class Search:
             if not fixes:
                 break
             fix = fixes[0]
+            wrong = guessed_module(output, b.guessed) if fix.kind == "cutoff" else None
+            if wrong:  # not a dependency newer than the project: a distribution guessed for a module was wrong
+                fix = Fix("pip", (wrong,), "guess-was-wrong", f"{b.guessed[wrong]} does not provide what the project "
+                          f"imports from {wrong}: another distribution")
             tried.add((fix.kind, fix.args))
             if fix.kind in ("python", "cutoff"):
                 self._spawn(b, fix)
                 break
             self._say(b, f"repair: {fix.rule}")
+            if fix.rule in ("runtime-missing-module", "guess-was-wrong"):
+                before = self._probe_modules(b, ws, recipe, fix, output)
+                if not before:
+                    break
+                recipe.steps.extend(before)
+                b.repairs.append(before[-1].why.split(": ", 1)[-1])
+                continue
             before, _ = self._fix_steps(fix, recipe, Step("check", "true", ""), ws)
             if any(ws.sh(s.command, self.workdir, self.step_timeout).exit_code != 0 for s in before):
                 break
@@ -456,12 +492,65 @@ class Search:
             b.repairs.append(fix.why)
         return LevelResult(level, name, False, detail, time.monotonic() - t)
 
+    def _probe_modules(self, b: Branch, ws: Workspace, recipe: Recipe, fix: Fix, output: str) -> list[Step]:
+        """For each missing module, candidate distributions one by one (modules.py): keep the first that, installed,
+        provides the module and the names the project imports from it; uninstall a wrong one. Steps for the kept."""
+        learned = modules.Learned(self.yard.store.home / "cache" / "setup-modules.json")
+        local = set(recipe.packages)
+        if fix.rule == "guess-was-wrong":
+            wanted = list(fix.args)
+        else:
+            wanted = [m for m in missing_modules(output) if m not in local and not m.startswith("_")
+                      and not _stdlib(m)]
+        steps = []
+        for module in wanted[:3]:
+            known, dist = learned.get(module)
+            if known and dist is None:
+                continue
+            rejected = b.rejected.setdefault(module, set())
+            if module in b.guessed:  # the last guess turned out wrong: take it out, never offer it again
+                wrong = b.guessed.pop(module)
+                rejected.add(wrong)
+                ws.sh(f"uv pip uninstall {shlex.quote(wrong)}", "/", 120)
+                recipe.steps[:] = [s for s in recipe.steps if s.command != recipe.install(shlex.quote(wrong))]
+                if learned.get(module) == (True, wrong):
+                    learned.put(module, None)
+            names = modules.imported_names(self.src, module)
+            kept = None
+            for cand in modules.candidates(module, dist):
+                if cand in rejected:
+                    continue
+                self._say(b, f"repair: which distribution provides {module}? trying {cand}")
+                r = ws.sh(recipe.install(shlex.quote(cand)), self.workdir, min(self.step_timeout, 600))
+                if r.exit_code != 0:
+                    rejected.add(cand)
+                    continue
+                c = ws.sh(f"{VENV}/bin/python -c {shlex.quote(modules.CHECK)} {quote([module, *names])}", "/", 120)
+                if c.exit_code == 0:
+                    kept = cand
+                    break
+                rejected.add(cand)
+                b.log.append(f"{cand} does not provide {module} as the project uses it: {c.stdout.strip()[:200]}\n")
+                ws.sh(f"uv pip uninstall {shlex.quote(cand)}", "/", 120)
+            if kept is None:
+                if fix.rule == "runtime-missing-module":
+                    learned.put(module, None)
+                continue
+            learned.put(module, kept)
+            b.guessed[module] = kept
+            steps.append(Step("repair", recipe.install(shlex.quote(kept)),
+                              f"repair (missing-module): {module} is provided by {kept}"
+                              + (f" (tried and rejected: {', '.join(sorted(rejected))})" if rejected else "")))
+        return steps
+
     # ---- the levels ----------------------------------------------------------------------------------------
 
     def _imports(self, b: Branch, ws: Workspace, recipe: Recipe):
         if not recipe.packages:
             return None, "no importable top-level package found", ""
         self._say(b, "L1 import " + ", ".join(recipe.packages))
+        if not any(s.kind == "project" for s in recipe.steps):
+            return self._imports_from_source(ws, recipe)
         # From /, not the source tree. Names the install did not put on sys.path at all (a stray script or a
         # docs package at the root) are skipped; an installed one that fails to import fails the level.
         r = ws.sh(f"{VENV}/bin/python -c {shlex.quote(IMPORT_CHECK)} {quote(recipe.packages)}", "/", 300)
@@ -473,6 +562,22 @@ class Search:
             return False, "none of the project's packages is installed: " + ", ".join(recipe.packages), ""
         return True, imported.strip().replace(" ", ", ") + (f" (not installed, skipped: {skipped.strip()})"
                                                              if skipped.strip() else ""), ""
+
+    def _imports_from_source(self, ws: Workspace, recipe: Recipe):
+        """L1 for a project that is not packaged (scripts and requirements only): nothing installs its modules,
+        so they are imported from the source tree, the root (and src/) on sys.path, as its tests import them. Each
+        runs in its own process: a module that fails with ImportError fails the level (its traceback is the
+        diagnosis); one that exits, times out or fails otherwise is a script that runs when imported, skipped."""
+        r = ws.sh(f"{VENV}/bin/python -c {shlex.quote(IMPORT_FROM_SOURCE)} {quote(recipe.packages)}", self.workdir, 600)
+        lines = (r.stdout.split("\n") + ["", ""])[:2]
+        imported, skipped = lines[0].split(), lines[1].strip()
+        if r.exit_code != 0:
+            last = (r.stderr.strip().splitlines() or [f"exit {r.exit_code}"])[-1][:300]
+            return False, last, r.stdout + r.stderr
+        note = f" (run as scripts when imported, skipped: {skipped})" if skipped else ""
+        if not imported:
+            return None, "no module imports without running as a script" + note, ""
+        return True, ", ".join(imported) + " from the source tree (not packaged)" + note, ""
 
     def _scan(self, b: Branch, ws: Workspace, recipe: Recipe) -> LevelResult:
         """L2: import statements across the repository that the environment cannot resolve (pyright-like)."""
@@ -577,6 +682,34 @@ print(" ".join(found))
 print(" ".join(n for n in sys.argv[1:] if n not in found))
 """
 
+# Imports each name from the source tree (the working directory), each in its own process with a time limit.
+# Prints the imported names, then the skipped ones with why; tracebacks of ImportErrors go to stderr (exit 1).
+IMPORT_FROM_SOURCE = """import os, subprocess, sys
+root = os.getcwd()
+path = os.pathsep.join([root] + [os.path.join(root, "src")] * os.path.isdir("src"))
+env = dict(os.environ, PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1")
+imported, skipped, failed = [], [], []
+for name in sys.argv[1:]:
+    try:
+        r = subprocess.run([sys.executable, "-c", "import " + name], cwd=root, env=env, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        skipped.append(name + "(timed out)")
+        continue
+    last = (r.stderr.strip().splitlines() or [""])[-1]
+    if r.returncode == 0:
+        imported.append(name)
+    elif last.startswith(("ModuleNotFoundError", "ImportError")):
+        failed.append(name)
+        sys.stderr.write(r.stderr)
+    else:
+        kind = last.split(":")[0]
+        skipped.append(name + "(" + (kind if kind.isidentifier() else "exit %d" % r.returncode) + ")")
+print(" ".join(imported))
+print(" ".join(skipped))
+sys.exit(1 if failed else 0)
+"""
+
 # Prints each manifest path whose content differs (or is gone); runs with the environment's interpreter.
 CHECK_MANIFEST = """import hashlib, json, os, sys
 for path, digest in sorted(json.load(open(sys.argv[1])).items()):
@@ -611,6 +744,18 @@ def source_manifest(src: Path) -> dict[str, str]:
             continue
         out[str(rel)] = hashlib.sha256(data).hexdigest()
     return out
+
+
+_NOT_THERE = re.compile(r"cannot import name '\w+' from '([\w.]+)'|module '([\w.]+)' has no attribute '\w+'")
+
+
+def guessed_module(output: str, guessed: dict[str, str]) -> str | None:
+    """The module whose distribution was guessed (not declared) and that lacks a name the code uses, if any."""
+    for m in _NOT_THERE.finditer(output):
+        top = (m.group(1) or m.group(2)).split(".")[0]
+        if top in guessed:
+            return top
+    return None
 
 
 def quote(args) -> str:

@@ -135,6 +135,11 @@ def read_file(sink: Sink, rel: str, *, kind: str = "dependency", fields: dict | 
     chain = chain + (rel,)
     for line, content in logical_lines(text):
         _read_line(sink, rel, line, content, kind, fields, role, chain)
+    if role == "requirements":
+        args, notes, refused = uv_arguments(sink, rel)
+        if refused:
+            sink.add("requirements_rewrite", {"path": rel, "args": args, "notes": notes}, rel, None,
+                     "requirements.uv-rewrite")
 
 
 def logical_lines(text: str):
@@ -190,6 +195,88 @@ def _read_line(sink: Sink, rel: str, line: int, content: str, kind: str, fields:
         return                                              # other pip options (--pre, -f, --only-binary, ...)
     content = re.split(r"\s+--(?:hash|global-option|install-option|config-settings)\b", content)[0]
     emit_requirement(sink, content, rel, line, kind, "requirements.line", fields)
+
+
+# ------------------------------------------------------------------------------------ the same file, for uv
+
+# pip's file options that `uv pip install` also takes as flags (pip's spelling → uv's flags); other options are left
+# out of a rewritten install, with a note.
+_UV_FLAGS = {"-i": ["--index-url"], "--index-url": ["--index-url"], "--extra-index-url": ["--extra-index-url"],
+             "-f": ["--find-links"], "--find-links": ["--find-links"], "--no-binary": ["--no-binary"],
+             "--only-binary": ["--only-binary"], "--no-index": ["--no-index"], "--pre": ["--prerelease", "allow"]}
+_VALUELESS = {"--no-index", "--pre", "--prefer-binary", "--require-hashes"}
+# Options uv's requirement-file parser accepts (as pip spells them, with a space or `=` before the value).
+_UV_FILE_OPTIONS = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--no-binary", "--only-binary",
+                    "--no-index", "--pre", "--prefer-binary", "--require-hashes", "--trusted-host", "--use-feature"}
+_EDITABLE_RE = re.compile(r"^(-e|--editable)(\s*=\s*|\s+)?(\S.*)$")
+_OPTION_RE = re.compile(r"^(-[A-Za-z]|--[\w-]+)(?:(\s*=\s*|\s+)(\S+))?\s*$")
+_REQ_OPTION_RE = re.compile(r"\s+--(hash|global-option|install-option|config-settings|config-setting)\b.*$")
+
+
+def uv_arguments(sink: Sink, rel: str, chain: tuple[str, ...] = ()) -> tuple[list[str], list[str], bool]:
+    """A requirement file as `uv pip install` arguments, its `-r` includes inlined and its `-c` includes as `-c
+    PATH` (paths relative to the root, where the install runs; pip and uv resolve a line's local paths against
+    the working directory, so those stay as written). Returns (arguments, notes on what was changed or left out,
+    whether uv's own parser refuses some line of the file or its includes: `-e.`, `-rfile`, `-cfile`, options uv
+    does not know, per-requirement options other than --hash). The project reads as pip reads it; only when uv
+    would refuse it does the plan install these arguments instead of `-r FILE`."""
+    args: list[str] = []
+    notes: list[str] = []
+    refused, hashes = False, 0
+    text = sink.read(rel, quiet=True) if sink.files.exists(rel) else None
+    if text is None:
+        return args, [f"{rel}: not found"], False
+    chain = chain + (rel,)
+    for line, content in logical_lines(text):
+        where = f"{rel}:{line}"
+        m = _INCLUDE_RE.match(content)
+        if m:
+            flag, target = m.group(1), m.group(2)
+            if not re.match(r"^(?:-r|--requirement|-c|--constraint)(?:\s*=\s*|\s+)\S", content):
+                refused = True                               # -rfile, -cfile: pip reads them, uv does not
+                notes.append(f"{where}: {content} read as {flag} {target}")
+            resolved = resolve_rel(rel, target)
+            if resolved is None or resolved in chain or not sink.files.exists(resolved):
+                notes.append(f"{where}: {content} left out (outside the repository, missing or a cycle)")
+                continue
+            if flag in ("-c", "--constraint"):
+                args += ["-c", resolved]
+                continue
+            sub, sub_notes, sub_refused = uv_arguments(sink, resolved, chain)
+            args += sub
+            notes += sub_notes
+            refused = refused or sub_refused
+            continue
+        m = _EDITABLE_RE.match(content)
+        if m:
+            if m.group(2) is None:                           # -e. / -e./lib: pip reads it, uv does not
+                refused = True
+                notes.append(f"{where}: {content} read as -e {m.group(3)}")
+            args += ["-e", m.group(3).strip()]
+            continue
+        if content.startswith("-"):
+            m = _OPTION_RE.match(content)
+            flag = m.group(1) if m else content.split()[0]
+            value = m.group(3) if m else None
+            if flag not in _UV_FILE_OPTIONS:
+                refused = True
+            if flag in _UV_FLAGS and (value is not None or flag in _VALUELESS):
+                args += _UV_FLAGS[flag] + ([value] if value is not None else [])
+            else:
+                notes.append(f"{where}: the pip option {content} is ignored")
+            continue
+        m = _REQ_OPTION_RE.search(content)
+        if m:
+            if m.group(1) == "hash":
+                hashes += 1                                  # a command line cannot carry them
+            else:
+                refused = True
+                notes.append(f"{where}: per-requirement options ({m.group(0).strip()[:60]}) left out")
+            content = content[:m.start()].strip()
+        args.append(" ".join(content.split()))
+    if hashes:
+        notes.append(f"{rel}: the --hash values of {hashes} requirements are not checked")
+    return args, notes, refused
 
 
 # ---------------------------------------------------------------------------------------------------- Pipfile
