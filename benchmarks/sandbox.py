@@ -822,7 +822,36 @@ class Bench:
             self.made_images.remove(name)
         self.res.add(Row("snapshot", "envyard snapshot() of 100 MB of changes", samples=samples,
                          target="≤1000 ms", target_max=1000, note="4 × 25 MB files"))
+        self.bench_snapshot_many_files()
         self.res.add(Row("snapshot", "docker commit", note="not measured"))
+
+    def bench_snapshot_many_files(self) -> None:
+        """A snapshot after 10,000 small files, interleaved: on the disk-limit volume (a btrfs snapshot,
+        O(1)) and as a copy (the path of a machine without the volume)."""
+        backend = self.yard.backend
+        if not self.yard.can_limit_disk:
+            self.res.add(Row("snapshot", "envyard snapshot() of 10k small files (btrfs volume)",
+                             note="no disk-limit volume here"))
+            return
+        write = "mkdir -p /many && cd /many && seq 1 10000 | sed 's/^/f/' | xargs touch && echo x > f1 && sync -f f1"
+        samples: dict[bool, list[float]] = {True: [], False: []}
+        try:
+            for _ in range(self.slow_reps):
+                for on_volume in (True, False):
+                    backend.disk_limits = on_volume
+                    with self.yard.sandbox(self.debian) as sb:
+                        must(sb.exec(write, timeout=120), "writing 10k files")
+                        name = f"envyard-bench/many:{uuid.uuid4().hex[:8]}"
+                        t = time.perf_counter_ns()
+                        sb.snapshot(name)
+                        samples[on_volume].append((time.perf_counter_ns() - t) / 1e6)
+                    self.yard.remove_image(name)
+        finally:
+            backend.disk_limits = True
+        self.res.add(Row("snapshot", "envyard snapshot() of 10k small files (btrfs volume)", samples=samples[True],
+                         target="≤50 ms", target_max=50, note="btrfs snapshot of the sandbox's subvolume"))
+        self.res.add(Row("snapshot", "envyard snapshot() of 10k small files (copy)", samples=samples[False],
+                         note="cp -a of the upper dir: machines without the volume"))
 
     # -- 5. idle density --
 
