@@ -84,6 +84,7 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
 def _forced_python(want: str, yard) -> list:
     """`--python X.Y`: the machine's interpreters of that release (uv python install as the last resort)."""
     from ..setup import interpreters
+    from ..setup.interpreters import minor
 
     want = want.strip()
     if not re.fullmatch(r"3\.\d+(\.\d+)?", want):
@@ -96,7 +97,7 @@ def _forced_python(want: str, yard) -> list:
         if installed is None:
             why = interpreters.install_failure(want, cache)
             raise BadInput(f"no Python {want} on this machine, which provides "
-                           + ", ".join(i.label for i in have)
+                           + ", ".join(i.label for i in sorted(have, key=lambda i: minor(i.version), reverse=True))
                            + (f"; `uv python install {want}` failed: {why}" if why else ""),
                            fix="choose one of those, or install it (pyenv install, uv python install)")
         chosen = interpreters.select([installed], want)

@@ -24,7 +24,8 @@ VENV = "/opt/venv"
 INSTALL = "uv pip install"
 TESTISH = re.compile(r"(^|[-_])(test|tests|testing|dev|develop|check)($|[-_])", re.I)
 # When each interpreter line was released: a project released long before it likely never ran on it.
-PYTHON_RELEASED = {(3, 6): "2016-12-23", (3, 7): "2018-06-27", (3, 8): "2019-10-14", (3, 9): "2020-10-05", (3, 10): "2021-10-04", (3, 11): "2022-10-24", (3, 12): "2023-10-02",
+PYTHON_RELEASED = {(3, 6): "2016-12-23", (3, 7): "2018-06-27", (3, 8): "2019-10-14",
+                   (3, 9): "2020-10-05", (3, 10): "2021-10-04", (3, 11): "2022-10-24", (3, 12): "2023-10-02",
                    (3, 13): "2024-10-07", (3, 14): "2025-10-07"}
 OLD_SOURCE_DAYS = 540  # sources older than this also get a speculative candidate with a dependency cut-off
 
@@ -109,7 +110,7 @@ def candidates(ev: Evidence, available: list[Interpreter], *, now: datetime | No
     constraint = ev.python_constraint()
     fits = [i for i in available if constraint is None or Version(i.version) in constraint or i.forced]
     if not fits:
-        have = ", ".join(i.label for i in available)
+        have = ", ".join(i.label for i in sorted(available, key=lambda i: Version(i.version), reverse=True))
         raise NoPython(f"the project requires Python {constraint}; this machine provides {have}",
                        fix="set up an older or newer release of the project, or add an interpreter provider")
     hints = {h for h in (_minor_or_none(f.value) for f in ev.of("python_hint")) if h}
