@@ -41,7 +41,9 @@ def test_pyenv_versions_are_found_and_unusable_ones_left_out(tmp_path):
     py38 = found[1]
     assert py38.base == "host" and py38.path == str(v / "3.8.18" / "bin" / "python3")
     assert py38.prefix == str(v / "3.8.18") and py38.host_installed and "pyenv" in py38.origin
-    assert py38.setup_base_name == f"setup-base/pyenv-3.8.18:{I.BASE_TAG}"
+    assert py38.setup_base_name.startswith("setup-base/pyenv-3.8.18-") and py38.setup_base_name.endswith(f":{I.BASE_TAG}")
+    other_root = Interpreter(py38.provider, "host", "/opt/pyenv/versions/3.8.18/bin/python3", "3.8.18")
+    assert other_root.setup_base_name != py38.setup_base_name
 
 
 def test_pyenv_root_comes_from_pyenv_root_or_home(tmp_path, monkeypatch):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import glob
+import hashlib
 import json
 import os
 import re
@@ -93,7 +94,9 @@ class Interpreter:
 
     @property
     def setup_base_name(self) -> str:
-        return f"setup-base/{self.provider.replace(':', '-')}:{BASE_TAG}"
+        # A host-installed one's name also says where it lives: two pyenv roots may both have a 3.8.18.
+        where = f"-{hashlib.sha256(self.path.encode()).hexdigest()[:8]}" if self.host_installed else ""
+        return f"setup-base/{self.provider.replace(':', '-')}{where}:{BASE_TAG}"
 
     def base_commands(self) -> list[str]:
         """Shell commands that turn the plain base into the setup base (setup.sh's prelude, idempotent)."""
@@ -257,7 +260,8 @@ def _slug(name: str) -> str:
 
 
 def host_installed() -> list[Interpreter]:
-    """Every usable interpreter installed on the host beside /usr/bin/python3, one per executable."""
+    """Every usable interpreter installed on the host beside /usr/bin/python3, one per executable and provider
+    name (the first pyenv root's 3.8.18 if two have one)."""
     seen = {os.path.realpath("/usr/bin/python3")}
     out = []
     with cf.ThreadPoolExecutor(max_workers=3) as pool:
@@ -265,8 +269,8 @@ def host_installed() -> list[Interpreter]:
         every = [i for k in kinds for i in k.result()]
     for i in every:
         real = os.path.realpath(i.path)
-        if real not in seen:
-            seen.add(real)
+        if real not in seen and i.provider not in seen:
+            seen.update((real, i.provider))
             out.append(i)
     return out
 
