@@ -128,3 +128,76 @@ def test_requirement_files_uv_reads_stay_as_they_are(tmp_path):
     (tmp_path / "c.txt").write_text("pytest<9\n")
     r = plan(gather(tmp_path), Candidate(HOST))
     assert [s.command for s in r.steps if s.kind == "requirements"] == ["uv pip install -r requirements.txt"]
+
+
+PYENV37 = Interpreter("pyenv:3.7.16", "host", "/root/.pyenv/versions/3.7.16/bin/python3", "3.7.16",
+                      prefix="/root/.pyenv/versions/3.7.16")
+PYENV38 = Interpreter("pyenv:3.8.18", "host", "/root/.pyenv/versions/3.8.18/bin/python3", "3.8.18",
+                      prefix="/root/.pyenv/versions/3.8.18")
+PYENV39 = Interpreter("pyenv:3.9.18", "host", "/root/.pyenv/versions/3.9.18/bin/python3", "3.9.18",
+                      prefix="/root/.pyenv/versions/3.9.18")
+UV312 = Interpreter("uv:cpython-3.12.4-linux-x86_64-gnu", "host", "/u/cpython-3.12.4/bin/python3", "3.12.4",
+                    prefix="/u/cpython-3.12.4")
+MORE = [*ALL, PYENV37, PYENV38, PYENV39, UV312]
+
+
+def test_a_project_below_3_9_gets_pyenvs_3_8_instead_of_failing(tmp_path):
+    cands = candidates(project(tmp_path, ">=3.7,<3.9", dated=(2026, 10, 1)), MORE, now=NOW)
+    assert [c.interpreter for c in cands] == [PYENV38, PYENV37]
+    assert cands[0].interpreter.path == "/root/.pyenv/versions/3.8.18/bin/python3"
+    assert plan(project(sub(tmp_path, "b"), ">=3.7,<3.9"), cands[0]).steps[0].command.startswith(
+        "uv venv --seed --python /root/.pyenv/versions/3.8.18/bin/python3 ")
+
+
+def test_classifiers_naming_3_8_pick_it_over_newer_ones(tmp_path):
+    cands = candidates(project(tmp_path, ">=3.7", classifiers=["3.7", "3.8"], dated=(2026, 10, 1)), MORE, now=NOW)
+    assert cands[0].interpreter is PYENV38 and cands[0].why == "named by the project"
+    assert cands[1].interpreter is PYENV37 and cands[1].fallback
+
+
+def test_of_one_minor_version_the_host_then_debian_then_pyenv_is_kept(tmp_path):
+    cands = candidates(project(tmp_path, ">=3.7", dated=(2026, 10, 1)), [*reversed(MORE)], now=NOW)
+    assert [c.interpreter.provider for c in cands] == [
+        "host", "debian:trixie", "uv:cpython-3.12.4-linux-x86_64-gnu", "debian:bullseye", "pyenv:3.8.18",
+        "pyenv:3.7.16"]
+
+
+def test_an_old_source_gets_a_python_of_its_time_from_pyenv(tmp_path):
+    cands = candidates(project(tmp_path, ">=3.6", dated=(2020, 3, 1)), MORE, now=NOW)
+    assert cands[0].interpreter is PYENV38 and cands[1].interpreter is PYENV38 and cands[1].cutoff
+
+
+def test_a_forced_python_is_used_even_outside_the_constraint(tmp_path):
+    from envyard.setup.interpreters import select
+
+    cands = candidates(project(tmp_path, ">=3.10"), select(MORE, "3.8"), now=NOW)
+    assert len(cands) == 1 and cands[0].interpreter.provider == "pyenv:3.8.18"
+    assert cands[0].why == "chosen with --python (the project requires Python >=3.10)"
+    assert candidates(project(sub(tmp_path, "b"), ">=3.7"), select(MORE, "3.8"), now=NOW)[0].why == "chosen with --python"
+
+
+def test_uv_python_install_is_the_last_resort(tmp_path):
+    from envyard.setup.plan import ranked_or_installed
+
+    asked = []
+    uv314 = Interpreter("uv:cpython-3.14.1-linux-x86_64-gnu", "host", "/u/3.14/bin/python3", "3.14.1", prefix="/u/3.14")
+    ev = project(tmp_path, ">=3.14")
+    cands, avail = ranked_or_installed(ev, ALL, tmp_path / "cache", install=lambda v, _c: asked.append(v) or uv314,
+                                       now=NOW)
+    assert asked == ["3.14"] and cands[0].interpreter is uv314 and avail[-1] is uv314
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "uv-python-install.json").write_text('{"3.14": {"at": 0, "error": "dns error"}}')
+    with pytest.raises(NoPython) as e:
+        ranked_or_installed(ev, ALL, tmp_path / "cache", install=lambda v, _c: None, now=NOW)
+    assert "`uv python install 3.14` failed: dns error" in e.value.message
+    asked.clear()
+    with pytest.raises(NoPython):  # no release uv could install satisfies it: uv is not asked
+        ranked_or_installed(project(sub(tmp_path, "b"), ">=3.99"), ALL, tmp_path / "cache",
+                            install=lambda v, _c: asked.append(v), now=NOW)
+    assert asked == []
+    assert ranked_or_installed(project(sub(tmp_path, "c"), ">=3.8"), ALL, tmp_path, install=None, now=NOW)[1] is ALL
+
+
+def sub(tmp_path, name):
+    (tmp_path / name).mkdir()
+    return tmp_path / name

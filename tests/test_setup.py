@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "setup"
+SRC = Path(__file__).resolve().parents[1] / "src"  # this checkout's envyard, not whichever one is installed
 FIXTURE = FIXTURES / "tinycalc"
 # Debian-suite setup bases take a debootstrap and an apt run to build: keep them in the persistent test store.
 CACHE_HOME = Path(os.environ.get("ENVYARD_TEST_CACHE", "/var/tmp/envyard-test-cache"))
@@ -23,7 +24,8 @@ CACHE_HOME = Path(os.environ.get("ENVYARD_TEST_CACHE", "/var/tmp/envyard-test-ca
 
 def envyard(home, *args, timeout=900):
     return subprocess.run([sys.executable, "-m", "envyard.cli.main", *map(str, args)], capture_output=True, text=True,
-                          env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin"}, timeout=timeout, cwd="/tmp")
+                          env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(SRC)},
+                          timeout=timeout, cwd="/tmp")
 
 
 def setup_cli(home, *args, timeout=900):
@@ -112,13 +114,60 @@ def test_a_setup_base_that_cannot_be_built_is_the_machines_fault(tmp_path, monke
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     monkeypatch.setattr("envyard.bases.debian.SYSTEM_SBIN", str(tmp_path / "empty-bin"))
     yard = envyard.Yard(tmp_path / "home")
+    from envyard.setup.interpreters import debian_interpreters, host_interpreter
+
+    only_these = [host_interpreter(), *debian_interpreters()]  # not the pyenv/uv 3.8 and 3.9 this machine may have
     try:
         with pytest.raises(BaseBuildError, match="debootstrap is not installed"):
-            setup_directory(yard, src, "setup/nobase")
+            setup_directory(yard, src, "setup/nobase", available=only_these)
         assert yard.sandboxes() == [] and not yard.store.has_image("setup/nobase")
     finally:
         yard.close()
         yard.gc()
+
+
+def _pyenv(minor: str):
+    from envyard.setup.interpreters import pyenv_interpreters
+
+    return next((i for i in pyenv_interpreters() if i.version.startswith(minor + ".")), None)
+
+
+@pytest.mark.timeout(900)
+def test_a_project_below_3_9_reaches_l4_on_pyenvs_3_8(home, tmp_path):
+    """No Debian suite has 3.8: pyenv's does, copied into its setup base (the host image hides /root), and the
+    image keeps working on that copy."""
+    py38 = _pyenv("3.8")
+    if py38 is None:
+        pytest.skip("no pyenv Python 3.8 on this machine")
+    src = copy_fixture(tmp_path, **{'requires-python = ">=3.8"': 'requires-python = ">=3.8,<3.9"'})
+    out = tmp_path / "contract"
+    r = setup_cli(home, src, "--name", "test/tinycalc38", "--out", out, "--json")
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["verified"] is True and data["pass_ratio"] == 0.75
+    interp = data["recipe"]["interpreter"]
+    assert interp["provider"] == py38.provider and interp["version"] == py38.version and interp["prefix"] == py38.prefix
+    dockerfile = (out / "Dockerfile").read_text()
+    assert f"FROM python:{py38.version}-slim" in dockerfile and "from pyenv on the host" in dockerfile
+    assert f"ln -sf /usr/local/bin/python3.8 {py38.path}" in dockerfile
+    contract = tomllib.loads((out / "envyard.toml").read_text())
+    assert contract["recipe"]["interpreter_origin"].startswith("from pyenv on the host")
+    setup_sh = (out / "setup.sh").read_text()
+    assert f"needs Python {py38.version} at {py38.path}" in setup_sh
+    run = envyard(home, "run", "test/tinycalc38", "--", "python", "-c",
+                  "import sys, os; print(sys.version.split()[0], os.path.realpath(sys.executable))", timeout=120)
+    assert run.stdout.split()[0] == py38.version and run.stdout.split()[1].startswith(py38.prefix), run.stderr
+    envyard(home, "rmi", "test/tinycalc38")
+
+
+def test_python_option_with_a_release_the_machine_lacks_lists_what_it_has(home, tmp_path):
+    cache = home / "cache"
+    cache.mkdir(exist_ok=True)  # uv's download of 3.99 failed a moment ago: not tried again
+    (cache / "uv-python-install.json").write_text(json.dumps({"3.99": {"at": time.time(), "error": "dns error"}}))
+    r = setup_cli(home, FIXTURE, "--python", "3.99", timeout=300)
+    assert r.returncode == 2
+    assert "no Python 3.99" in r.stderr and "(host)" in r.stderr and "uv python install 3.99` failed: dns error" in r.stderr
+    assert setup_cli(home, FIXTURE, "--python", "three").returncode == 2
 
 
 def test_missing_header_is_repaired_with_a_debian_package(home, tmp_path):

@@ -26,6 +26,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Contract directory (default: ./envyard-contract/<name>)."),
         timeout: float = typer.Option(1800, "--timeout", help="Limit for each install step and for the test run (s)."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+        python: Optional[str] = typer.Option(None, "--python", help="Use only this Python release (X.Y or X.Y.Z), "
+                                             "even where the project's constraint excludes it."),
     ):
         """Install a Python project in a sandbox, verify it level by level, save it as an image with a contract.
 
@@ -56,11 +58,12 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                 label = src.resolve().name
             image = parse_image_name(name or "setup/" + re.sub(r"[^a-z0-9._-]", "-", label.lower()).strip("-."))
             yard = make_yard()
+            forced = _forced_python(python, yard) if python else None
             view = BranchView(None if err.is_terminal else err)
             with Live(get_renderable=view.render, console=err, refresh_per_second=4, transient=True,
                       auto_refresh=err.is_terminal):
                 result, ev = setup_directory(yard, src, image, jobs=jobs, step_timeout=timeout, test_timeout=timeout,
-                                             on_update=view.update)
+                                             on_update=view.update, available=forced)
             contract = write_contract(out_dir or Path("envyard-contract") / image.split(":")[0].replace("/", "-"), result, ev)
         except EnvyardError as e:
             fail(e)
@@ -76,6 +79,29 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         else:
             _print_result(out, result, contract)
         raise typer.Exit(0 if result.verified else 1)
+
+
+def _forced_python(want: str, yard) -> list:
+    """`--python X.Y`: the machine's interpreters of that release (uv python install as the last resort)."""
+    from ..setup import interpreters
+    from ..setup.interpreters import minor
+
+    want = want.strip()
+    if not re.fullmatch(r"3\.\d+(\.\d+)?", want):
+        raise BadInput(f"--python takes a release such as 3.8 or 3.8.18, got {want!r}")
+    have = interpreters.available()
+    chosen = interpreters.select(have, want)
+    if not chosen:
+        cache = yard.store.home / "cache"
+        installed = interpreters.install_with_uv(want, cache)
+        if installed is None:
+            why = interpreters.install_failure(want, cache)
+            raise BadInput(f"no Python {want} on this machine, which provides "
+                           + ", ".join(i.label for i in sorted(have, key=lambda i: minor(i.version), reverse=True))
+                           + (f"; `uv python install {want}` failed: {why}" if why else ""),
+                           fix="choose one of those, or install it (pyenv install, uv python install)")
+        chosen = interpreters.select([installed], want)
+    return chosen
 
 
 class BranchView:

@@ -23,7 +23,7 @@ from ..yard import Yard
 from . import interpreters, runners
 from .evidence import Evidence, gather
 from .interpreters import Interpreter, SetupBaseError, setup_base
-from .plan import ENV, VENV, Recipe, candidates
+from .plan import ENV, VENV, Recipe, ranked_or_installed
 from .search import (JUNIT, Branch, LevelResult, Search, Update, collected_count, setup_env, setup_sandbox,
                      test_results)
 
@@ -69,7 +69,7 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
     start = time.monotonic()
     ev = gather(src)
     available = available or interpreters.available()
-    cands = candidates(ev, available)
+    cands, available = ranked_or_installed(ev, available, yard.store.home / "cache")
     workdir = f"{WORK_ROOT}/{re.sub(r'[^A-Za-z0-9._-]', '_', src.resolve().name) or 'project'}"
     search = Search(yard, ev, src, workdir, available, jobs=jobs,
                     step_timeout=step_timeout, test_timeout=test_timeout, on_update=on_update)
@@ -207,20 +207,26 @@ def _exports(r: Recipe) -> str:
 
 
 def _debian_of(interp: Interpreter) -> str:
+    if interp.host_installed:
+        return f"this host, or one with the same interpreter ({interp.origin})"
     return interp.provider.replace("debian:", "debian ") if interp.provider.startswith("debian:") else \
         "Debian 12 (bookworm) or this host"
 
 
 def dockerfile(result: SetupResult) -> str:
     """A portable equivalent for Docker users (not built here: no registry is reachable). The host provider
-    maps to debian:bookworm, whose python3 is the same 3.11. Build from the project root:
+    maps to debian:bookworm, whose python3 is the same 3.11; an interpreter installed on the host (pyenv, uv) to
+    the python image of the same release, linked where the recipe expects it. Build from the project root:
     `docker build -f <contract>/Dockerfile .`"""
     r = result.recipe
-    suite = r.interpreter.provider.split(":", 1)[1] if r.interpreter.provider.startswith("debian:") else "bookworm"
-    runs = "".join(f"# {s.why}\nRUN {s.command}\n" for s in r.steps)
+    interp = r.interpreter
+    origin = (f"# the environment was built with Python {interp.version} {interp.origin}; here the python image's"
+              f" build of the same release stands in for it\n") if interp.host_installed else ""
+    runs = "".join(f"RUN {c}\n" for c in interp.docker_commands())
+    runs += "".join(f"# {s.why}\nRUN {s.command}\n" for s in r.steps)
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in ({**ENV, **r.env}).items() if k != "PATH")
     return ("# written by `envyard setup`; build from the project root: docker build -f PATH/TO/Dockerfile .\n"
-            f"FROM debian:{suite}\n"
+            f"{origin}FROM {interp.docker_base()}\n"
             "RUN apt-get update && apt-get install -y --no-install-recommends "
             + " ".join(interpreters.DEBIAN_PACKAGES) + " && rm -rf /var/lib/apt/lists/*\n"
             "RUN python3 -m venv /opt/envyard/uv && /opt/envyard/uv/bin/pip install uv"
@@ -246,6 +252,8 @@ def _toml(result: SetupResult, ev: Evidence) -> str:
     r = result.recipe
     if r is not None:
         lines += ["[recipe]", f"interpreter = {q(r.interpreter.provider + ' ' + r.interpreter.version)}",
+                  f"interpreter_path = {q(r.interpreter.path)}",
+                  f"interpreter_origin = {q(r.interpreter.origin or r.interpreter.provider)}",
                   f"cutoff = {q(r.cutoff or '')}", f"test_runner = {q(r.test_runner)}",
                   f"test_command = {q(r.test_command)}", f"test_collect = {q(r.test_collect or '')}",
                   f"test_source = {q(r.test_source)}", f"test_evidence = {q(r.test_evidence)}"]

@@ -12,18 +12,21 @@ import re
 import shlex
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Callable
 
 from packaging.version import Version
 
 from .evidence import Evidence
-from .interpreters import TOOLS_BIN, Interpreter, NoPython, minor
+from .interpreters import TOOLS_BIN, Interpreter, NoPython, install_failure, install_with_uv, minor
 from .runners import default_runner
 
 VENV = "/opt/venv"
 INSTALL = "uv pip install"
 TESTISH = re.compile(r"(^|[-_])(test|tests|testing|dev|develop|check)($|[-_])", re.I)
 # When each interpreter line was released: a project released long before it likely never ran on it.
-PYTHON_RELEASED = {(3, 9): "2020-10-05", (3, 10): "2021-10-04", (3, 11): "2022-10-24", (3, 12): "2023-10-02",
+PYTHON_RELEASED = {(3, 6): "2016-12-23", (3, 7): "2018-06-27", (3, 8): "2019-10-14",
+                   (3, 9): "2020-10-05", (3, 10): "2021-10-04", (3, 11): "2022-10-24", (3, 12): "2023-10-02",
                    (3, 13): "2024-10-07", (3, 14): "2025-10-07"}
 OLD_SOURCE_DAYS = 540  # sources older than this also get a speculative candidate with a dependency cut-off
 
@@ -104,20 +107,21 @@ def apt_packages(step: Step) -> list[str]:
 
 
 def candidates(ev: Evidence, available: list[Interpreter], *, now: datetime | None = None) -> list[Candidate]:
-    """Ranked candidates: interpreters that satisfy the hard constraint, the ones the project names (classifiers,
-    CI) and that existed when it was released first, the host's before a Debian base of the same version; plus,
-    for an old source, the same interpreter with a dependency cut-off at the source's date."""
+    """Ranked candidates: interpreters that satisfy the hard constraint (or were forced with --python), the ones
+    the project names (classifiers, CI) and that existed when it was released first, then newest first; one per
+    minor version, by PROVIDER_PREFERENCE; plus, for an old source, the same interpreter with a dependency
+    cut-off at the source's date."""
     constraint = ev.python_constraint()
-    fits = [i for i in available if constraint is None or Version(i.version) in constraint]
+    fits = [i for i in available if constraint is None or Version(i.version) in constraint or i.forced]
     if not fits:
-        have = ", ".join(i.label for i in available)
+        have = ", ".join(i.label for i in sorted(available, key=lambda i: Version(i.version), reverse=True))
         raise NoPython(f"the project requires Python {constraint}; this machine provides {have}",
                        fix="set up an older or newer release of the project, or add an interpreter provider")
     hints = {h for h in (_minor_or_none(f.value) for f in ev.of("python_hint")) if h}
     date = source_date(ev)
     seen: set[tuple] = set()
     unique = []
-    for i in fits:  # one interpreter per minor version: the host's if it has it
+    for i in sorted(fits, key=provider_preference):  # one interpreter per minor version, the preferred provider's
         if minor(i.version) not in seen:
             seen.add(minor(i.version))
             unique.append(i)
@@ -129,6 +133,9 @@ def candidates(ev: Evidence, available: list[Interpreter], *, now: datetime | No
 
     ranked = sorted(unique, key=rank)
     why_first = "named by the project" if hints and minor(ranked[0].version) in hints else "satisfies the constraint"
+    if ranked[0].forced:
+        fits_too = constraint is None or Version(ranked[0].version) in constraint
+        why_first = "chosen with --python" + ("" if fits_too else f" (the project requires Python {constraint})")
     out = [Candidate(ranked[0], None, why_first)]
     old = date is not None and (now or datetime.now(timezone.utc)) - _parse(date) > timedelta(days=OLD_SOURCE_DAYS)
     if old:
@@ -137,6 +144,42 @@ def candidates(ev: Evidence, available: list[Interpreter], *, now: datetime | No
         out.append(Candidate(i, cutoff_of(date) if old else None, "another interpreter that satisfies the constraint",
                              fallback=True))
     return out
+
+
+# Of several interpreters of one minor version: the host's python3 (no base to build), a Debian suite's (a
+# distribution build with a plain `FROM debian:<suite>` equivalent), another /usr/bin/python3.X, then pyenv's
+# and uv's builds (copied into their setup base).
+PROVIDER_PREFERENCE = ("host", "debian:", "system:", "pyenv:", "uv:")
+
+
+def provider_preference(i: Interpreter) -> int:
+    return next((n for n, p in enumerate(PROVIDER_PREFERENCE) if i.provider == p or
+                 (p.endswith(":") and i.provider.startswith(p))), len(PROVIDER_PREFERENCE))
+
+
+KNOWN_MINORS = tuple((3, m) for m in range(6, 15))  # what `uv python install X.Y` is asked for, newest first below
+
+
+def ranked_or_installed(ev: Evidence, available: list[Interpreter], cache_dir: Path, *,
+                        install: Callable[[str, Path], Interpreter | None] = install_with_uv,
+                        now: datetime | None = None) -> tuple[list[Candidate], list[Interpreter]]:
+    """`candidates`, with `uv python install X.Y` as the last resort when nothing available satisfies the
+    constraint: the newest known X.Y that does. Returns the candidates and the interpreters now available."""
+    try:
+        return candidates(ev, available, now=now), available
+    except NoPython as e:
+        constraint = ev.python_constraint()
+        wanted = [f"{a}.{b}" for a, b in reversed(KNOWN_MINORS) if constraint is not None
+                  and any(Version(f"{a}.{b}.{micro}") in constraint for micro in (0, 20))]
+        if not wanted:
+            raise
+        got = install(wanted[0], cache_dir)
+        if got is None:
+            why = install_failure(wanted[0], cache_dir)
+            raise NoPython(f"{e.message}; `uv python install {wanted[0]}` failed" + (f": {why}" if why else ""),
+                           fix=e.fix) from None
+        available = [*available, got]
+        return candidates(ev, available, now=now), available
 
 
 def source_date(ev: Evidence) -> str | None:
