@@ -526,3 +526,18 @@ def test_unwritable_home_is_a_store_error(cli):
     r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "run", "host", "true"], env=env,
                        capture_output=True, text=True, timeout=CMD_TIMEOUT)
     expect_error(r, 125)
+
+
+def test_piped_tables_never_cut_a_name(cli):
+    """A script reading `envyard images | ...` needs whole names, whatever the terminal's width would be."""
+    import envyard
+
+    name = "team/" + "long-" * 14 + "name:tag-" + "x" * 30
+    yard = envyard.Yard(cli.home)
+    host = yard.image("host")
+    yard.store.put_image(name, host.layers, host.config)
+    env = {k: v for k, v in cli.env.items() if k != "COLUMNS"}  # as in a pipe: no width given
+    r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "images"], env=env, capture_output=True,
+                       text=True, timeout=CMD_TIMEOUT, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0 and name in r.stdout, r.stdout
+    expect(cli("rmi", name), 0)

@@ -343,3 +343,13 @@ def test_an_agent_cannot_impersonate_a_service_to_the_verifier(yard, tmp_path):
         assert (reward, terminated, info["infra_error"]) == (0.0, True, None)  # ... and is gone for the tests
     finally:
         env.close()
+
+
+def test_the_rollout_table_names_why_an_episode_failed(yard, tmp_path):
+    root = tmp_path / "harbor-compose"
+    shutil.copytree(FIXTURES / "harbor-compose", root)
+    (root / "environment" / "api" / "server.py").write_text("raise SystemExit('api: no database')\n")
+    r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "rollout", str(root)], capture_output=True,
+                       text=True, timeout=300, env={**os.environ, "ENVYARD_HOME": str(yard.store.home)})
+    assert r.returncode == 1  # an infrastructure failure
+    assert "harbor-compose: setup_failed: " in r.stdout and "api: no database" in r.stdout, r.stdout

@@ -107,6 +107,10 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                 t.add_row(e.task, "-" if e.reward is None else f"{e.reward:g}", str(e.steps), f"{e.wall_time:.2f}",
                           escape(e.infra_error or ""))
             out.print(t)
+            for e in episodes:  # the reason, not only the kind, of each infrastructure failure
+                if e.infra_error:
+                    out.print(f"{escape(e.task)}: {escape(e.infra_error)}: {escape(e.infra_detail or '')}",
+                              highlight=False)
             out.print(f"{summary['solved']}/{len(episodes)} solved, mean reward {summary['mean_reward']}, "
                       f"{summary['infra_failures']} infrastructure failures")
         failed_infra = summary["infra_failures"] > 0

@@ -28,7 +28,8 @@ base_app = typer.Typer(help="Make base images: the host's root, Debian via deboo
                        no_args_is_help=True)
 app.add_typer(base_app, name="base")
 
-out = Console(soft_wrap=True)
+# Piped output is read by people's scripts: tables are never cut to 80 columns there (`setup/x:la…`).
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 4096)
 err = Console(stderr=True, soft_wrap=True)
 RUN_ERROR = 125  # `run` passes the command's exit code through, so its own failures use 125 (as docker does)
 
