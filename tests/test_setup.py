@@ -19,11 +19,14 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "setup"
 FIXTURE = FIXTURES / "tinycalc"
 # Debian-suite setup bases take a debootstrap and an apt run to build: keep them in the persistent test store.
 CACHE_HOME = Path(os.environ.get("ENVYARD_TEST_CACHE", "/var/tmp/envyard-test-cache"))
+# The CLI runs from this checkout's sources, not from whatever envyard the interpreter has installed.
+SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
 def envyard(home, *args, timeout=900):
     return subprocess.run([sys.executable, "-m", "envyard.cli.main", *map(str, args)], capture_output=True, text=True,
-                          env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin"}, timeout=timeout, cwd="/tmp")
+                          env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC},
+                          timeout=timeout, cwd="/tmp")
 
 
 def setup_cli(home, *args, timeout=900):
@@ -34,7 +37,8 @@ def setup_cli(home, *args, timeout=900):
 def home(tmp_path_factory):
     h = tmp_path_factory.mktemp("setup-home")
     yield h
-    subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env={"ENVYARD_HOME": str(h)}, capture_output=True)
+    subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env={"ENVYARD_HOME": str(h), "PYTHONPATH": SRC},
+                   capture_output=True)
 
 
 def copy_fixture(tmp_path, **edits) -> Path:
@@ -72,7 +76,7 @@ def test_setup_reaches_l4_with_a_baseline_and_a_usable_image(home, tmp_path):
     # the image runs the project's tests from its workdir with its interpreter on PATH
     run = subprocess.run([sys.executable, "-m", "envyard.cli.main", "run", "setup/tinycalc", "--",
                           "python", "-m", "pytest", "-q"], capture_output=True, text=True,
-                         env={"ENVYARD_HOME": str(home)}, timeout=120)
+                         env={"ENVYARD_HOME": str(home), "PYTHONPATH": SRC}, timeout=120)
     assert "1 failed, 3 passed" in run.stdout
 
 
@@ -177,6 +181,57 @@ def test_no_tests_is_not_success(home, tmp_path):
     assert r.returncode == 1
     data = json.loads(r.stdout)
     assert data["level"] == 1 and "no tests collected" in data["reason"]
+    # not verified: saved under a name that says so, never under the plain name
+    assert data["verified"] is False and data["status"] == "unverified" and data["level_name"] == "L1 imports"
+    assert data["image"] == "setup/notests:unverified"
+    names = [i["name"] for i in json.loads(envyard(home, "images", "--json").stdout)]
+    assert "setup/notests:unverified" in names and "setup/notests:latest" not in names
+    envyard(home, "rmi", "setup/notests:unverified")
+
+
+def test_a_bug_in_the_projects_own_code_stops_the_search_at_once(home, tmp_path):
+    """The project's __init__ raises: no repair, no other Python or base can fix that, so setup stops after the
+    first branch and reports the traceback, instead of building Debian bases for fallback interpreters."""
+    src = copy_fixture(tmp_path, **{'requires-python = ">=3.8"': 'requires-python = ">=3.9"'})
+    with open(src / "src" / "tinycalc" / "__init__.py", "a") as f:
+        f.write('\nraise RuntimeError("boom")\n')
+    t = time.monotonic()
+    r = setup_cli(home, src, "--name", "boom", "--json")
+    took = time.monotonic() - t
+    assert r.returncode == 1, r.stderr[-2000:]
+    data = json.loads(r.stdout)
+    assert data["status"] == "project-bug" and data["reason"].startswith("project bug: RuntimeError: boom")
+    bug = data["project_bug"]
+    assert bug["error"] == "RuntimeError: boom" and bug["file"] == "src/tinycalc/__init__.py"
+    assert 'raise RuntimeError("boom")' in bug["traceback"]
+    assert len(data["branches"]) == 1 and data["branches"][0]["candidate"].endswith("host")  # no fallbacks
+    assert data["level"] == 0 and data["image"] == "setup/boom:unverified"
+    assert took < 240, took
+    names = [i["name"] for i in json.loads(envyard(home, "images", "--json").stdout)]
+    assert not [n for n in names if n.startswith("setup-base/debian")], names
+    envyard(home, "rmi", "setup/boom:unverified")
+
+
+@pytest.mark.parametrize("kind", ["file", "foreign-dir", "under-a-file", "unwritable"])
+def test_a_bad_out_is_refused_before_any_work(home, tmp_path, kind):
+    (tmp_path / "notes.txt").write_text("mine")
+    out = {"file": tmp_path / "notes.txt", "foreign-dir": tmp_path, "under-a-file": tmp_path / "notes.txt" / "c",
+           "unwritable": Path("/proc/envyard-contract")}[kind]
+    t = time.monotonic()
+    r = setup_cli(home, FIXTURE, "--out", out)
+    assert r.returncode == 2 and time.monotonic() - t < 30
+    assert r.stderr.startswith(f"error: --out {out}") and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_an_earlier_contract_or_a_new_path_is_a_fine_out(home, tmp_path):
+    """Checked before the source: a bad source then fails as a bad source, not as a bad --out."""
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "envyard.toml").write_text("# written by `envyard setup`\n[result]\n")
+    for out in (tmp_path / "old", tmp_path / "new" / "deeper"):
+        r = setup_cli(home, "/no/such/dir", "--out", out)
+        assert r.returncode == 2 and "--out" not in r.stderr and "no such file or directory" in r.stderr
+    assert not (tmp_path / "new").exists()
 
 
 def test_setup_from_a_pypi_sdist(home, tmp_path):
@@ -223,7 +278,8 @@ def test_hanging_tests_hit_the_step_timeout(home, tmp_path):
 def test_ctrl_c_mid_search_cleans_up_every_branch(home, tmp_path):
     src = hanging_fixture(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "envyard.cli.main", "setup", str(src), "--name", "interrupted"],
-                            env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin"}, stdout=subprocess.PIPE,
+                            env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC},
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
