@@ -174,6 +174,7 @@ def test_install_failure_stops_at_l0_with_the_reason(home, tmp_path):
     assert data["level"] == -1 and data["image"] is None and data["reason"].startswith("L0 install")
 
 
+@pytest.mark.timeout(1800)  # with no tests, fallbacks start: on a fresh store they build Debian setup bases
 def test_no_tests_is_not_success(home, tmp_path):
     src = copy_fixture(tmp_path)
     shutil.rmtree(src / "tests")
@@ -205,11 +206,48 @@ def test_a_bug_in_the_projects_own_code_stops_the_search_at_once(home, tmp_path)
     assert bug["error"] == "RuntimeError: boom" and bug["file"] == "src/tinycalc/__init__.py"
     assert 'raise RuntimeError("boom")' in bug["traceback"]
     assert len(data["branches"]) == 1 and data["branches"][0]["candidate"].endswith("host")  # no fallbacks
-    assert data["level"] == 0 and data["image"] == "setup/boom:unverified"
+    assert data["level"] == 0 and data["image"] == "boom:unverified"
     assert took < 240, took
     names = [i["name"] for i in json.loads(envyard(home, "images", "--json").stdout)]
     assert not [n for n in names if n.startswith("setup-base/debian")], names
-    envyard(home, "rmi", "setup/boom:unverified")
+    envyard(home, "rmi", "boom:unverified")
+
+
+def test_the_first_good_branch_wins_and_a_running_suite_is_killed(tmp_path):
+    """Two branches on the host: branch 0's suite passes once branch 1 is inside its slow one (a 900 s sleep).
+    Branch 0 wins at L4 and the search returns at once, with branch 1's tests killed, not waited for."""
+    import envyard
+    from envyard.setup.evidence import gather
+    from envyard.setup.interpreters import host_interpreter
+    from envyard.setup.plan import Candidate, Step
+    from envyard.setup.search import Search
+
+    src = copy_fixture(tmp_path)
+    mark = "/root/.cache/uv/envyard-race-slow-started"  # the uv cache is shared by the search's sandboxes
+    (src / "tests" / "test_calc.py").write_text(
+        "import os, time\nfrom tinycalc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
+        "def test_suite():\n    if os.path.exists('/opt/envyard-race-slow'):\n"
+        f"        open({mark!r}, 'w').close()\n        os.system('sleep 901')\n"
+        f"    else:\n        for _ in range(600):\n            if os.path.exists({mark!r}):\n                break\n"
+        "            time.sleep(0.5)\n")
+    yard = envyard.Yard(tmp_path / "home")
+    try:
+        host = host_interpreter()
+        search = Search(yard, gather(src), src, "/work/tinycalc", [host], jobs=2, step_timeout=600,
+                        test_timeout=1200)
+        slow = Candidate(host, None, "slow", (Step("repair", "touch /opt/envyard-race-slow", "the slow suite"),))
+        best = search.run([Candidate(host, None, "fast"), slow])
+        returned = time.monotonic()
+        assert best.id == 0 and best.good and best.pass_ratio == 1.0
+        assert returned - best.ended < 10, returned - best.ended
+        other = search.branches[1]
+        assert other.state == "cancelled" and other.level == 3 and "branch 0 won" in other.reason
+        assert subprocess.run(["pgrep", "-fx", "sleep 901"], capture_output=True).returncode == 1  # killed
+        yard.store.remove_image(best.image.name)
+    finally:
+        yard.close()
+        yard.gc()
+    assert not [s for s in yard.sandboxes()]
 
 
 @pytest.mark.parametrize("kind", ["file", "foreign-dir", "under-a-file", "unwritable"])
