@@ -184,10 +184,10 @@ def test_no_tests_is_not_success(home, tmp_path):
     assert data["level"] == 1 and "no tests collected" in data["reason"]
     # not verified: saved under a name that says so, never under the plain name
     assert data["verified"] is False and data["status"] == "unverified" and data["level_name"] == "L1 imports"
-    assert data["image"] == "setup/notests:unverified"
+    assert data["image"] == "notests:unverified"
     names = [i["name"] for i in json.loads(envyard(home, "images", "--json").stdout)]
-    assert "setup/notests:unverified" in names and "setup/notests:latest" not in names
-    envyard(home, "rmi", "setup/notests:unverified")
+    assert "notests:unverified" in names and "notests:latest" not in names
+    envyard(home, "rmi", "notests:unverified")
 
 
 def test_a_bug_in_the_projects_own_code_stops_the_search_at_once(home, tmp_path):
