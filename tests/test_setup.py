@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "setup"
-SRC = Path(__file__).resolve().parents[1] / "src"  # this checkout's envyard, not whichever one is installed
+SRC = str(Path(__file__).resolve().parents[1] / "src")  # this checkout's envyard, not whichever one is installed
 FIXTURE = FIXTURES / "tinycalc"
 # Debian-suite setup bases take a debootstrap and an apt run to build: keep them in the persistent test store.
 CACHE_HOME = Path(os.environ.get("ENVYARD_TEST_CACHE", "/var/tmp/envyard-test-cache"))
@@ -36,7 +36,8 @@ def setup_cli(home, *args, timeout=900):
 def home(tmp_path_factory):
     h = tmp_path_factory.mktemp("setup-home")
     yield h
-    subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env={"ENVYARD_HOME": str(h)}, capture_output=True)
+    subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env={"ENVYARD_HOME": str(h), "PYTHONPATH": SRC},
+                   capture_output=True)
 
 
 def copy_fixture(tmp_path, **edits) -> Path:
@@ -74,7 +75,7 @@ def test_setup_reaches_l4_with_a_baseline_and_a_usable_image(home, tmp_path):
     # the image runs the project's tests from its workdir with its interpreter on PATH
     run = subprocess.run([sys.executable, "-m", "envyard.cli.main", "run", "setup/tinycalc", "--",
                           "python", "-m", "pytest", "-q"], capture_output=True, text=True,
-                         env={"ENVYARD_HOME": str(home)}, timeout=120)
+                         env={"ENVYARD_HOME": str(home), "PYTHONPATH": SRC}, timeout=120)
     assert "1 failed, 3 passed" in run.stdout
 
 
@@ -213,12 +214,14 @@ def test_too_new_dependency_is_fixed_with_a_time_cutoff(home, tmp_path):
 
 def test_install_failure_stops_at_l0_with_the_reason(home, tmp_path):
     src = copy_fixture(tmp_path, **{"dependencies = []": 'dependencies = ["envyard-no-such-package-xyz==1.0"]'})
-    r = setup_cli(home, src, "--name", "broken", "--json")
+    # One interpreter: the failure is the project's on any, and fallbacks would only build more setup bases
+    r = setup_cli(home, src, "--name", "broken", "--python", "3.11", "--json")
     assert r.returncode == 1
     data = json.loads(r.stdout)
     assert data["level"] == -1 and data["image"] is None and data["reason"].startswith("L0 install")
 
 
+@pytest.mark.timeout(1800)  # with no tests, fallbacks start: on a fresh store they build Debian setup bases
 def test_no_tests_is_not_success(home, tmp_path):
     src = copy_fixture(tmp_path)
     shutil.rmtree(src / "tests")
@@ -226,6 +229,94 @@ def test_no_tests_is_not_success(home, tmp_path):
     assert r.returncode == 1
     data = json.loads(r.stdout)
     assert data["level"] == 1 and "no tests collected" in data["reason"]
+    # not verified: saved under a name that says so, never under the plain name
+    assert data["verified"] is False and data["status"] == "unverified" and data["level_name"] == "L1 imports"
+    assert data["image"] == "notests:unverified"
+    names = [i["name"] for i in json.loads(envyard(home, "images", "--json").stdout)]
+    assert "notests:unverified" in names and "notests:latest" not in names
+    envyard(home, "rmi", "notests:unverified")
+
+
+def test_a_bug_in_the_projects_own_code_stops_the_search_at_once(home, tmp_path):
+    """The project's __init__ raises: no repair, no other Python or base can fix that, so setup stops after the
+    first branch and reports the traceback, instead of building Debian bases for fallback interpreters."""
+    src = copy_fixture(tmp_path, **{'requires-python = ">=3.8"': 'requires-python = ">=3.9"'})
+    with open(src / "src" / "tinycalc" / "__init__.py", "a") as f:
+        f.write('\nraise RuntimeError("boom")\n')
+    t = time.monotonic()
+    r = setup_cli(home, src, "--name", "boom", "--json")
+    took = time.monotonic() - t
+    assert r.returncode == 1, r.stderr[-2000:]
+    data = json.loads(r.stdout)
+    assert data["status"] == "project-bug" and data["reason"].startswith("project bug: RuntimeError: boom")
+    bug = data["project_bug"]
+    assert bug["error"] == "RuntimeError: boom" and bug["file"] == "src/tinycalc/__init__.py"
+    assert 'raise RuntimeError("boom")' in bug["traceback"]
+    assert len(data["branches"]) == 1 and data["branches"][0]["candidate"].endswith("host")  # no fallbacks
+    assert data["level"] == 0 and data["image"] == "boom:unverified"
+    assert took < 240, took
+    names = [i["name"] for i in json.loads(envyard(home, "images", "--json").stdout)]
+    assert not [n for n in names if n.startswith("setup-base/debian")], names
+    envyard(home, "rmi", "boom:unverified")
+
+
+def test_the_first_good_branch_wins_and_a_running_suite_is_killed(tmp_path):
+    """Two branches on the host: branch 0's suite passes once branch 1 is inside its slow one (a 900 s sleep).
+    Branch 0 wins at L4 and the search returns at once, with branch 1's tests killed, not waited for."""
+    import envyard
+    from envyard.setup.evidence import gather
+    from envyard.setup.interpreters import host_interpreter
+    from envyard.setup.plan import Candidate, Step
+    from envyard.setup.search import Search
+
+    src = copy_fixture(tmp_path)
+    mark = "/root/.cache/uv/envyard-race-slow-started"  # the uv cache is shared by the search's sandboxes
+    (src / "tests" / "test_calc.py").write_text(
+        "import os, time\nfrom tinycalc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
+        "def test_suite():\n    if os.path.exists('/opt/envyard-race-slow'):\n"
+        f"        open({mark!r}, 'w').close()\n        os.system('sleep 901')\n"
+        f"    else:\n        for _ in range(600):\n            if os.path.exists({mark!r}):\n                break\n"
+        "            time.sleep(0.5)\n")
+    yard = envyard.Yard(tmp_path / "home")
+    try:
+        host = host_interpreter()
+        search = Search(yard, gather(src), src, "/work/tinycalc", [host], jobs=2, step_timeout=600,
+                        test_timeout=1200)
+        slow = Candidate(host, None, "slow", (Step("repair", "touch /opt/envyard-race-slow", "the slow suite"),))
+        best = search.run([Candidate(host, None, "fast"), slow])
+        returned = time.monotonic()
+        assert best.id == 0 and best.good and best.pass_ratio == 1.0
+        assert returned - best.ended < 10, returned - best.ended
+        other = search.branches[1]
+        assert other.state == "cancelled" and other.level == 3 and "branch 0 won" in other.reason
+        assert subprocess.run(["pgrep", "-fx", "sleep 901"], capture_output=True).returncode == 1  # killed
+        yard.store.remove_image(best.image.name)
+    finally:
+        yard.close()
+        yard.gc()
+    assert not [s for s in yard.sandboxes()]
+
+
+@pytest.mark.parametrize("kind", ["file", "foreign-dir", "under-a-file", "unwritable"])
+def test_a_bad_out_is_refused_before_any_work(home, tmp_path, kind):
+    (tmp_path / "notes.txt").write_text("mine")
+    out = {"file": tmp_path / "notes.txt", "foreign-dir": tmp_path, "under-a-file": tmp_path / "notes.txt" / "c",
+           "unwritable": Path("/proc/envyard-contract")}[kind]
+    t = time.monotonic()
+    r = setup_cli(home, FIXTURE, "--out", out)
+    assert r.returncode == 2 and time.monotonic() - t < 30
+    assert r.stderr.startswith(f"error: --out {out}") and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_an_earlier_contract_or_a_new_path_is_a_fine_out(home, tmp_path):
+    """Checked before the source: a bad source then fails as a bad source, not as a bad --out."""
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "envyard.toml").write_text("# written by `envyard setup`\n[result]\n")
+    for out in (tmp_path / "old", tmp_path / "new" / "deeper"):
+        r = setup_cli(home, "/no/such/dir", "--out", out)
+        assert r.returncode == 2 and "--out" not in r.stderr and "no such file or directory" in r.stderr
+    assert not (tmp_path / "new").exists()
 
 
 def test_setup_from_a_pypi_sdist(home, tmp_path):
@@ -262,7 +353,7 @@ def hanging_fixture(tmp_path) -> Path:
 
 
 def test_hanging_tests_hit_the_step_timeout(home, tmp_path):
-    r = setup_cli(home, hanging_fixture(tmp_path), "--name", "hangs", "--timeout", "40", "--json")
+    r = setup_cli(home, hanging_fixture(tmp_path), "--name", "hangs", "--timeout", "40", "--python", "3.11", "--json")
     assert r.returncode == 1, r.stderr[-2000:]
     data = json.loads(r.stdout)
     assert data["level"] == 1 and "passed the 40s limit" in data["reason"]
@@ -272,7 +363,8 @@ def test_hanging_tests_hit_the_step_timeout(home, tmp_path):
 def test_ctrl_c_mid_search_cleans_up_every_branch(home, tmp_path):
     src = hanging_fixture(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "envyard.cli.main", "setup", str(src), "--name", "interrupted"],
-                            env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin"}, stdout=subprocess.PIPE,
+                            env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC},
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300

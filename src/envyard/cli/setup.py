@@ -23,7 +23,9 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         rev: Optional[str] = typer.Option(None, "--rev", help="Git commit, branch or tag to set up (git sources)."),
         name: Optional[str] = typer.Option(None, "--name", "-n", help="Image name (default: setup/<project name>)."),
         jobs: int = typer.Option(2, "--jobs", "-j", help="Candidate branches searched in parallel."),
-        out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Contract directory (default: ./envyard-contract/<name>)."),
+        out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Contract directory (default: "
+                                               "./envyard-contract/<name>): new, empty, or an earlier contract; "
+                                               "checked before the run starts (exit 2 otherwise)."),
         timeout: float = typer.Option(1800, "--timeout", help="Limit for each install step and for the test run (s)."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
         python: Optional[str] = typer.Option(None, "--python", help="Use only this Python release (X.Y or X.Y.Z), "
@@ -34,8 +36,11 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         Candidates (Python version, dependency cut-off) run as parallel branches; failed steps are repaired from
         snapshots. Levels: L0 install · L1 imports · L2 missing imports (reported) · L3 tests collected ·
         L4 tests run. Verified = L3 or better, sources unchanged, and a clean replay of setup.sh reaches the
-        same level. Exit 0 when verified, 1 when not (the reason is printed), 2 on bad input, 130 on Ctrl-C."""
-        from ..setup.engine import setup_directory, write_contract
+        same level. Only a verified environment is saved as the image NAME; an unverified one is saved as
+        NAME with the tag `unverified` (setup/x:unverified; a tag T becomes T-unverified). A failure inside the
+        project's own code (a project bug) stops the search at once. Exit 0 when verified, 1 when not (the
+        reason is printed), 2 on bad input (a bad --out is refused before the run), 130 on Ctrl-C."""
+        from ..setup.engine import check_contract_dir, setup_directory, write_contract
         from ..setup.sources_fetch import fetch
         from ..store import parse_image_name
 
@@ -45,6 +50,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                 raise BadInput(f"--timeout must be positive, got {timeout}")
             if jobs < 1:
                 raise BadInput(f"--jobs must be at least 1, got {jobs}")
+            if out_dir is not None:
+                check_contract_dir(out_dir)  # before any work: a bad --out must not cost a whole run
             with err.status(escape(f"fetching {source}")):
                 fetched = fetch(source, rev)
             if fetched is not None:
@@ -57,6 +64,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                                    fix="give a project checkout, a .tar.gz/.zip, a git URL, or pypi:NAME")
                 label = src.resolve().name
             image = parse_image_name(name or "setup/" + re.sub(r"[^a-z0-9._-]", "-", label.lower()).strip("-."))
+            out_dir = out_dir or Path("envyard-contract") / image.split(":")[0].replace("/", "-")
+            check_contract_dir(out_dir)
             yard = make_yard()
             forced = _forced_python(python, yard) if python else None
             view = BranchView(None if err.is_terminal else err)
@@ -64,7 +73,7 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                       auto_refresh=err.is_terminal):
                 result, ev = setup_directory(yard, src, image, jobs=jobs, step_timeout=timeout, test_timeout=timeout,
                                              on_update=view.update, available=forced)
-            contract = write_contract(out_dir or Path("envyard-contract") / image.split(":")[0].replace("/", "-"), result, ev)
+            contract = write_contract(out_dir, result, ev)
         except EnvyardError as e:
             fail(e)
         except KeyboardInterrupt:
@@ -154,10 +163,17 @@ def _print_result(out, result, contract) -> None:
                   + (f" · pass ratio {result.pass_ratio:.2f}" if result.pass_ratio is not None else ""))
     for rep in result.repairs:
         out.print(f"  repair: {escape(rep)}")
-    if result.image:
-        out.print(f"image {escape(result.image)}; contract in {escape(str(contract))}")
+    if result.project_bug:
+        out.print(f"[red]project bug[/]: the project's own code fails (no repair or other Python can fix it):\n"
+                  f"{escape(result.project_bug['traceback'][-1500:])}")
     if result.replay:
         out.print(("[green]verified[/]: " if result.verified else "[red]not verified[/]: ")
                   + escape(result.replay.get("detail", "")))
     if result.reason and not result.verified:
         out.print(f"[yellow]stopped at {escape(result.reason)}[/]")
+    status = {"verified": "[green]verified[/]", "unverified": "[red]NOT verified[/]",
+              "project-bug": "[red]NOT verified (project bug)[/]", "failed": "[red]failed[/]"}[result.status]
+    saved = (f"image {escape(result.image)}" + ("" if result.verified else " (unverified: not saved under "
+                                                  f"{escape(result.name)})") if result.image else "no image")
+    out.print(f"result: {status} · level reached {escape(result.level_name)} · {saved} · contract in "
+              f"{escape(str(contract))}")

@@ -11,23 +11,35 @@ the tests run again and the per-test statuses are compared and reported).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import BaseBuildError
+from ..errors import BadInput, BaseBuildError, EnvyardError
 from ..store import ImageConfig
 from ..yard import Yard
 from . import interpreters, runners
 from .evidence import Evidence, gather
 from .interpreters import Interpreter, SetupBaseError, setup_base
 from .plan import ENV, VENV, Recipe, ranked_or_installed
-from .search import (JUNIT, Branch, LevelResult, Search, Update, collected_count, setup_env, setup_sandbox,
-                     test_results)
+from .search import (JUNIT, Branch, LevelResult, Search, Update, collected_count, drop_image, setup_env,
+                     setup_sandbox, test_results)
 
 WORK_ROOT = "/work"
+LEVEL_NAMES = {0: "install", 1: "imports", 2: "no missing imports", 3: "tests collected", 4: "tests run"}
+UNVERIFIED_TAG = "unverified"
+
+
+def unverified_name(name: str) -> str:
+    """Where an unverified result is saved: `repo:latest` → `repo:unverified`, `repo:TAG` → `repo:TAG-unverified`,
+    so the plain name only ever holds a verified environment."""
+    repo, sep, tag = name.split("@", 1)[0].rpartition(":")
+    if not sep or "/" in tag:  # no tag (or a digest), or the colon was a registry's port
+        repo, tag = name.split("@", 1)[0], "latest"
+    return f"{repo}:{UNVERIFIED_TAG}" if tag == "latest" else f"{repo}:{tag[:116]}-{UNVERIFIED_TAG}"
 
 
 @dataclass
@@ -46,16 +58,35 @@ class SetupResult:
     branches: list[dict] = field(default_factory=list)
     repairs: list[str] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
+    project_bug: dict = field(default_factory=dict)  # the project's own code failed: error, file, line, traceback
 
     @property
     def verified(self) -> bool:
         return (self.level >= 3 and bool(self.replay.get("ok"))
                 and not (self.integrity is not None and self.integrity.ok is False))
 
+    @property
+    def status(self) -> str:
+        """verified (image saved as `name`) · unverified (saved as `unverified_name(name)`) · project-bug (the
+        project's own code fails; any image is an unverified one) · failed (nothing installed, no image)."""
+        if self.verified:
+            return "verified"
+        if self.project_bug:
+            return "project-bug"
+        return "unverified" if self.image else "failed"
+
+    @property
+    def level_name(self) -> str:
+        names = {lv.level: lv.name for lv in self.levels}
+        return f"L{self.level} {names.get(self.level, LEVEL_NAMES.get(self.level, ''))}".strip() \
+            if self.level >= 0 else "none (L0 install failed)"
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["recipe"] = self.recipe.to_dict() if self.recipe else None
         d["verified"] = self.verified
+        d["status"] = self.status
+        d["level_name"] = self.level_name
         d.pop("log")
         d["tests_total"] = len(self.tests)
         d["tests"] = dict(sorted(self.tests.items())[:2000])
@@ -77,29 +108,38 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
     base_errors = [b.error for b in search.branches if isinstance(b.error, (SetupBaseError, BaseBuildError))]
     if best.level < 0 and base_errors and len(base_errors) == len(search.branches):
         raise base_errors[0]  # no candidate could even start: the machine's fault (exit 6), not the project's
-    image_name = None
-    if best.image is not None:
-        recipe = best.recipe
-        config = ImageConfig(env={**ENV, **recipe.env}, workdir=workdir,
-                             labels={"envyard.setup.level": str(best.level)},
-                             provenance={"provider": "setup", "source": str(src.resolve()), "level": best.level,
-                                         "interpreter": recipe.interpreter.label, "cutoff": recipe.cutoff or ""})
-        image_name = yard.store.put_image(name, best.image.layers, config).name
-        yard.store.remove_image(best.image.name)  # only the temporary name goes; the layers stay with `name`
+    # The winner's snapshot keeps its temporary name until the replay has decided what it is: only a verified
+    # environment is saved under `name`; anything else goes to `unverified_name(name)`.
     try:
-        replay = (_replay(yard, search, best) if best.level >= 3 else {})
+        replay = (_replay(yard, search, best) if best.level >= 3 and not best.bug else {})
     except BaseException:  # Ctrl-C (or a crash) during the replay: no half-verified image is left behind
-        if image_name:
-            yard.store.remove_image(image_name)
+        if best.image is not None:
+            drop_image(yard, best.image)
         raise
-    result = SetupResult(name=name, image=image_name, level=best.level, levels=best.levels, recipe=best.recipe,
+    result = SetupResult(name=name, image=None, level=best.level, levels=best.levels, recipe=best.recipe,
                          tests=best.tests, pass_ratio=best.pass_ratio, reason=best.reason, integrity=best.integrity,
                          replay=replay, branches=[_summary(b) for b in search.branches], repairs=best.repairs,
-                         log=_log(search.branches, best, replay))
-    if best.level >= 3 and not replay.get("ok"):
+                         log=_log(search.branches, best, replay), project_bug=best.bug.to_dict() if best.bug else {})
+    if best.bug:
+        result.reason = f"project bug: {best.bug.headline}"
+    elif best.level >= 3 and not replay.get("ok"):
         result.reason = f"replay: {replay.get('detail', 'failed')}"
     elif best.integrity is not None and best.integrity.ok is False:
         result.reason = f"integrity: {best.integrity.detail}"
+    if best.image is not None:
+        recipe = best.recipe
+        final = name if result.verified else unverified_name(name)
+        config = ImageConfig(env={**ENV, **recipe.env}, workdir=workdir,
+                             labels={"envyard.setup.level": str(best.level),
+                                     "envyard.setup.verified": "true" if result.verified else "false"},
+                             provenance={"provider": "setup", "source": str(src.resolve()), "level": best.level,
+                                         "verified": result.verified, "interpreter": recipe.interpreter.label,
+                                         "cutoff": recipe.cutoff or ""})
+        result.image = yard.store.put_image(final, best.image.layers, config).name
+        drop_image(yard, best.image)  # only the temporary name goes; the layers stay with the saved image
+        stale = unverified_name(name)
+        if result.verified and yard.store.has_image(stale, exact=True):
+            yard.store.remove_image(stale)  # an earlier unverified try of this name is superseded
     result.wall_time = time.monotonic() - start
     return result, ev
 
@@ -172,6 +212,47 @@ def _log(branches: list[Branch], best: Branch, replay: dict) -> list[str]:
     return out
 
 
+CONTRACT_FILES = ("envyard.toml", "setup.sh", "test.sh", "Dockerfile", "log.txt")
+CONTRACT_HEADER = "# written by `envyard setup`"
+
+
+def check_contract_dir(out: Path) -> None:
+    """Refuse, before any work, a contract directory that setup could not (or should not) write: a file, an
+    existing directory with other content (only an earlier contract, which setup overwrites, is fine), or a
+    place this process cannot write. Raises BadInput with a one-line message."""
+    import tempfile
+
+    shown = str(out)
+    if out.exists() or out.is_symlink():
+        if not out.is_dir():
+            raise BadInput(f"--out {shown}: exists and is not a directory")
+        entries = {p.name for p in out.iterdir()}
+        if entries and not _is_contract(out):
+            raise BadInput(f"--out {shown}: a non-empty directory that is not an envyard contract; "
+                           "give a new or empty directory")
+        probe_in = out
+    else:
+        probe_in = out.absolute().parent
+        while not probe_in.exists() and probe_in != probe_in.parent:
+            probe_in = probe_in.parent
+        if not probe_in.is_dir():
+            raise BadInput(f"--out {shown}: {probe_in} is not a directory")
+    try:  # a real write, not os.access: root passes access checks on read-only mounts
+        fd, probe = tempfile.mkstemp(prefix=".envyard-probe-", dir=probe_in)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise BadInput(f"--out {shown}: cannot write in {probe_in} ({e.strerror or e})") from None
+
+
+def _is_contract(out: Path) -> bool:
+    try:
+        with open(out / "envyard.toml", encoding="utf-8", errors="replace") as f:
+            return f.readline().startswith(CONTRACT_HEADER)
+    except OSError:
+        return False
+
+
 def write_contract(out: Path, result: SetupResult, ev: Evidence) -> Path:
     """envyard.toml (evidence with provenance, recipe, verify results, baseline statuses), setup.sh, test.sh,
     Dockerfile, log. Without a recipe (no candidate could start) only envyard.toml and the log are written."""
@@ -238,7 +319,7 @@ def dockerfile(result: SetupResult) -> str:
 
 def _toml(result: SetupResult, ev: Evidence) -> str:
     q = _toml_str
-    lines = ["# written by `envyard setup`", "[result]", f"name = {q(result.name)}",
+    lines = [CONTRACT_HEADER, "[result]", f"name = {q(result.name)}",
              f"image = {q(result.image or '')}", f"level = {result.level}",
              f"pass_ratio = {result.pass_ratio if result.pass_ratio is not None else -1}",
              f"reason = {q(result.reason)}", f"wall_time_s = {result.wall_time:.1f}",

@@ -38,6 +38,7 @@ from .interpreters import SETUP_DISK, Interpreter, minor, setup_base
 from .plan import (APT_INSTALL, ENV, INSTALL, VENV, Candidate, Recipe, Step, apt_packages, apt_step, cutoff_of, plan,
                    source_date)
 from . import modules
+from .bugs import ProjectBug, project_bug
 from .repairs import Fix, _stdlib, diagnose, missing_modules
 
 JUNIT = "/tmp/envyard-junit.xml"
@@ -103,6 +104,9 @@ class Branch:
     error: Exception | None = None  # what ended the branch, when it was an error rather than a failed level
     log: list[str] = field(default_factory=list)
     ws: "Workspace | None" = None
+    bug: ProjectBug | None = None  # a failure in the project's own code that no repair addresses: stops the search
+    suspect: ProjectBug | None = None  # one a repair was still tried for: a bug if another branch meets it again
+    sandboxes: set = field(default_factory=set)  # every sandbox the branch has open (its workspace, a base build)
 
     @property
     def level(self) -> int:
@@ -114,7 +118,9 @@ class Branch:
 
     @property
     def good(self) -> bool:
-        return self.level >= 4 and (self.pass_ratio or 0) >= GOOD_RATIO
+        """The best reachable result: L4 with a good pass ratio, sources unchanged. It wins at once."""
+        return (self.level >= 4 and (self.pass_ratio or 0) >= GOOD_RATIO
+                and not (self.integrity is not None and self.integrity.ok is False))
 
     @property
     def seconds(self) -> float:
@@ -221,6 +227,8 @@ class Search:
         running: dict[cf.Future, Branch] = {}
         settled = False
         winner: Branch | None = None
+        stopper: Branch | None = None  # the branch that found a project bug
+        signatures: set[tuple] = set()  # project-code failures seen so far
         pool = cf.ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="envyard-branch")
         try:
             while True:
@@ -252,9 +260,23 @@ class Search:
                     if b.good and winner is None:
                         winner = b
                         for other in running.values():
-                            self._cancel(other)
+                            self._cancel(other, f"branch {b.id} won (L4, pass ratio {b.pass_ratio:.2f})")
+                    found = b.bug or b.suspect
+                    if found is not None and b.state == "done":
+                        if b.bug is None and found.signature in signatures:
+                            b.bug = found  # the same failure in the project's code from another starting point
+                        signatures.add(found.signature)
+                    if b.bug is not None and b.state == "done" and stopper is None and winner is None:
+                        stopper, settled = b, True
+                        queue.clear()  # no fallbacks: no other interpreter fixes the project's own code
+                        for other in running.values():
+                            if other.cand.cutoff and not b.cand.cutoff:
+                                continue  # older dependencies may still fix it (a changed API): let it finish
+                            self._cancel(other, f"branch {b.id} found a project bug: {b.bug.error[:120]}")
             finished = [b for b in self.branches if b.state == "done"]
             best = winner or max(finished or self.branches, key=lambda b: (b.level, b.pass_ratio or 0, -b.rank))
+            if winner is None and stopper is not None and best.level <= stopper.level:
+                best = stopper
             for b in self.branches:
                 if b is not best and b.image is not None:
                     drop_image(self.yard, b.image)
@@ -277,11 +299,27 @@ class Search:
         finally:
             pool.shutdown(wait=True)
 
-    def _cancel(self, b: Branch) -> None:
+    def _cancel(self, b: Branch, why: str = "") -> None:
+        """Stop a branch now: whatever it runs (an install, the test suite, a setup base's build) is killed
+        with its sandbox, so the search does not wait for it."""
         b.state = "cancelled"
+        b.reason = b.reason or (f"cancelled: {why}" if why else "cancelled")
         self._cancels[b.id].set()
         if b.ws is not None:
             b.ws.kill()
+        with self._live_lock:
+            live = list(b.sandboxes)
+        for sb in live:
+            sb.close()
+
+    def _tracker(self, b: Branch) -> Callable[[Sandbox, bool], None]:
+        def track(sb: Sandbox, alive: bool = True) -> None:
+            with self._live_lock:
+                (b.sandboxes.add if alive else b.sandboxes.discard)(sb)
+            self.track(sb, alive)
+            if alive and self._cancels[b.id].is_set():
+                sb.close()  # cancelled while this sandbox was being opened
+        return track
 
     # ---- one branch ----------------------------------------------------------------------------------------
 
@@ -312,9 +350,11 @@ class Search:
 
     def _climb(self, b: Branch, cancel: threading.Event) -> None:
         self._say(b, "preparing the setup base")
-        base = setup_base(self.yard, b.cand.interpreter, on_progress=lambda m: self._say(b, m), track=self.track)
+        base = setup_base(self.yard, b.cand.interpreter, on_progress=lambda m: self._say(b, m), track=self._tracker(b))
+        if cancel.is_set():
+            raise Cancelled()
         b.recipe = recipe = plan(self.ev, b.cand)
-        b.ws = ws = Workspace(self.yard, base, self.cache, cancel, b.log, self.track)
+        b.ws = ws = Workspace(self.yard, base, self.cache, cancel, b.log, self._tracker(b))
         self._say(b, "copying the source")
         ws.sb.upload(self.src, self.workdir)
         b.levels.append(self._install(b, ws, recipe))
@@ -360,6 +400,7 @@ class Search:
         for _ in range(MAX_REPAIRS):
             fixes = [f for f in diagnose(r.stdout + r.stderr, stage="install", local=frozenset(recipe.packages))
                      if (f.kind, f.args) not in tried]
+            self._note_bug(b, r.stdout + r.stderr, "install", final=not fixes)
             if not fixes:
                 return r, 1
             fix = fixes[0]
@@ -456,6 +497,19 @@ class Search:
         b.spawned.append(Candidate(interp, cutoff, f"branch {b.id}: {fix.why}", carry))
         b.reason = f"needs {'a dependency cut-off' if fix.kind == 'cutoff' else 'another Python'}: {fix.why}"
 
+    def _note_bug(self, b: Branch, output: str, stage: str, *, final: bool) -> None:
+        """Whether a failure is in the project's own code (bugs.py). With no repair left (`final`) that ends the
+        search; when a repair is still tried, it only does if another branch meets the same failure."""
+        found = project_bug(output, self.workdir, stage)
+        if found is None:
+            b.suspect = None if final else b.suspect
+            return
+        if final:
+            b.bug, b.reason = found, f"project bug: {found.headline}"
+            self._say(b, f"project bug: {found.error[:60]}")
+        else:
+            b.suspect = found
+
     def _fixing_level(self, b: Branch, ws: Workspace, recipe: Recipe, level: int, name: str, stage: str, check):
         """Run a check; on failure, try fixes from the diagnosis (no rollback: checks change nothing)."""
         t = time.monotonic()
@@ -466,6 +520,7 @@ class Search:
                 return LevelResult(level, name, ok, detail, time.monotonic() - t)
             fixes = [f for f in diagnose(output, stage=stage, local=frozenset(recipe.packages))
                      if (f.kind, f.args) not in tried and f.kind != "retry"]
+            self._note_bug(b, output, stage, final=not fixes)
             if not fixes:
                 break
             fix = fixes[0]

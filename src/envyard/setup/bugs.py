@@ -1,0 +1,96 @@
+"""A failure inside the project's own code: the traceback's innermost frame (stdlib frames aside) is one of the
+project's source files, not site-packages, and the error is not a missing module or a binary (ABI) problem.
+
+No other interpreter, cut-off or repair makes such a failure go away, so the search stops on it (search.py)
+instead of trying every candidate. Tracebacks come in two forms: CPython's (`File "PATH", line N, in F` then
+`Type: message`) from the L1 import check and from builds, and pytest's (`PATH:N: in F` then `E   Type: message`)
+from L3 collection.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+CPYTHON_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+)(?:, in (.+))?$')
+PYTEST_FRAME = re.compile(r"^(\S[^:\n]*\.py):(\d+): in (.+)$")
+EXCEPTION = re.compile(r"^(?:E\s+)?((?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?::\s?(.*))?$")  # "E   " is pytest's
+# Failures that are the environment's, not the project's: a module missing or built for another ABI.
+NOT_THE_PROJECT = re.compile(r"ModuleNotFoundError|ImportError|undefined symbol|cannot open shared object|"
+                             r"\.so\b|incompatible architecture|GLIBC_|numpy\.core\.multiarray failed|"
+                             r"compiled (?:against|using)|binary incompatib|PackageNotFoundError|DistributionNotFound")
+ENV_PATH = re.compile(r"site-packages|dist-packages|/opt/venv/|/\.venv/|/opt/envyard/")
+STDLIB_PATH = re.compile(r"^(?:<frozen |<string>|<stdin>|/usr/(?:local/)?lib/python\d|/usr/lib/pypy)")
+
+
+@dataclass(frozen=True)
+class ProjectBug:
+    error: str  # "RuntimeError: boom"
+    file: str  # the innermost project frame, relative to the project root
+    line: int
+    stage: str  # install | import | collect
+    traceback: str  # the last traceback, as printed (bounded)
+
+    @property
+    def signature(self) -> tuple:
+        """What two branches' failures must share to be the same bug (the stage aside: L1 and L3 meet the same
+        broken import)."""
+        return (self.error, self.file, self.line)
+
+    @property
+    def headline(self) -> str:
+        return f"{self.error} (in {self.file}, line {self.line}; at the {self.stage} stage)"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def project_bug(output: str, root: str, stage: str) -> ProjectBug | None:
+    """The project bug the output's last traceback shows, or None when it is not one (or there is none).
+    `root` is the project's directory in the sandbox; pytest prints paths relative to it."""
+    lines = output.splitlines()
+    frames: list[tuple[str, int, int]] = []  # (path, line, index in lines) of the last traceback
+    start = None
+    for i, line in enumerate(lines):
+        if line.startswith("Traceback (most recent call last)"):
+            frames, start = [], None  # a later (e.g. chained) traceback: the last one is the one that matters
+            continue
+        m = CPYTHON_FRAME.match(line) or PYTEST_FRAME.match(line)
+        if m:
+            if start is None or (frames and i - frames[-1][2] > 12):
+                frames, start = [], i  # a new traceback
+            frames.append((m.group(1), int(m.group(2)), i))
+    if not frames:
+        return None
+    error = None
+    end = len(lines)
+    for j in range(frames[-1][2] + 1, min(len(lines), frames[-1][2] + 40)):
+        text = lines[j].rstrip()
+        if not text or text[0] in " \t":
+            continue  # the frame's source line, carets
+        m = EXCEPTION.match(text)
+        if m:
+            error, end = text[2:].strip() if text.startswith("E ") else text, j + 1
+        break
+    if error is None or NOT_THE_PROJECT.search(error):
+        return None
+    for path, lineno, _ in reversed(frames):
+        if STDLIB_PATH.match(path):
+            continue  # the stdlib raised on the project's behalf (json.loads, int(...)): look further out
+        rel = _in_project(path, root)
+        if rel is None:
+            return None  # the innermost non-stdlib frame is a dependency's (or the toolchain's)
+        text = "\n".join(lines[start:end])
+        return ProjectBug(error[:300], rel, lineno, stage, text[-4000:])
+    return None
+
+
+def _in_project(path: str, root: str) -> str | None:
+    root = root.rstrip("/")
+    if ENV_PATH.search(path):
+        return None
+    if path.startswith(root + "/"):
+        return path[len(root) + 1:]
+    if not path.startswith(("/", "<")):
+        return path  # pytest's paths relative to the project root
+    return None

@@ -1,0 +1,89 @@
+"""setup.bugs: telling a failure in the project's own code from the environment's (fast, no sandboxes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from envyard.setup.bugs import project_bug
+from envyard.setup.engine import unverified_name
+
+ROOT = "/work/boom"
+
+IMPORT_CHECK = '''Traceback (most recent call last):
+  File "<string>", line 4, in <module>
+  File "/usr/lib/python3.11/importlib/__init__.py", line 126, in import_module
+    return _bootstrap._gcd_import(name[level:], package, level)
+           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "<frozen importlib._bootstrap>", line 1204, in _gcd_import
+  File "/work/boom/src/tinycalc/__init__.py", line 11, in <module>
+    raise RuntimeError("boom")
+RuntimeError: boom
+'''
+
+PYTEST_COLLECT = '''==================================== ERRORS ====================================
+_____________________ ERROR collecting tests/test_calc.py ______________________
+tests/test_calc.py:1: in <module>
+    from tinycalc import add, div
+src/tinycalc/__init__.py:11: in <module>
+    raise RuntimeError("boom")
+E   RuntimeError: boom
+=========================== short test summary info ============================
+ERROR tests/test_calc.py - RuntimeError: boom
+'''
+
+
+def test_a_raise_in_the_projects_init_is_a_project_bug():
+    bug = project_bug(IMPORT_CHECK, ROOT, "import")
+    assert bug is not None and bug.error == "RuntimeError: boom"
+    assert (bug.file, bug.line, bug.stage) == ("src/tinycalc/__init__.py", 11, "import")
+    assert "raise RuntimeError" in bug.traceback and "RuntimeError: boom" in bug.headline
+
+
+def test_pytests_collection_traceback_gives_the_same_signature():
+    bug = project_bug(PYTEST_COLLECT, ROOT, "collect")
+    assert bug is not None and bug.stage == "collect"
+    assert bug.signature == project_bug(IMPORT_CHECK, ROOT, "import").signature
+
+
+@pytest.mark.parametrize("error", [
+    "ModuleNotFoundError: No module named 'yaml'",
+    "ImportError: libfoo.so.1: cannot open shared object file: No such file or directory",
+    "ImportError: /opt/venv/lib/python3.11/site-packages/x/_x.so: undefined symbol: PyFoo",
+])
+def test_a_missing_module_or_a_binary_problem_is_not(error):
+    assert project_bug(IMPORT_CHECK.replace("RuntimeError: boom", error), ROOT, "import") is None
+
+
+def test_a_failure_inside_a_dependency_is_not():
+    inside = IMPORT_CHECK.replace("/work/boom/src/tinycalc/__init__.py",
+                                  "/opt/venv/lib/python3.11/site-packages/dep/__init__.py")
+    assert project_bug(inside, ROOT, "import") is None
+
+
+def test_the_stdlib_raising_for_the_project_counts_as_the_projects():
+    out = IMPORT_CHECK.replace("RuntimeError: boom", '''  File "/usr/lib/python3.11/json/__init__.py", line 346, in loads
+    return _default_decoder.decode(s)
+json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)''')
+    bug = project_bug(out, ROOT, "import")
+    assert bug is not None and bug.file == "src/tinycalc/__init__.py" and bug.error.startswith("json.decoder.")
+
+
+def test_the_last_of_chained_tracebacks_counts():
+    dep = IMPORT_CHECK.replace("/work/boom/src/tinycalc/__init__.py", "/opt/venv/lib/python3.11/site-packages/d.py")
+    out = IMPORT_CHECK + "\nDuring handling of the above exception, another exception occurred:\n\n" + dep
+    assert project_bug(out, ROOT, "import") is None
+    assert project_bug(dep + "\nThe above exception was the direct cause of the following exception:\n\n"
+                       + IMPORT_CHECK, ROOT, "import") is not None
+
+
+def test_no_traceback_is_no_bug():
+    assert project_bug("error: Failed to build `tinycalc`\n  Caused by: exit 1", ROOT, "install") is None
+
+
+@pytest.mark.parametrize("name,unverified", [
+    ("setup/x:latest", "setup/x:unverified"),
+    ("setup/x:v2", "setup/x:v2-unverified"),
+    ("127.0.0.1:5000/x:latest", "127.0.0.1:5000/x:unverified"),
+])
+def test_unverified_results_get_a_name_that_says_so(name, unverified):
+    assert unverified_name(name) == unverified
