@@ -9,7 +9,19 @@ from .runtime.podnet import PodNetwork
 from .runtime.result import ExecResult
 from .store import Image, ImageConfig
 from .yard import Sandbox, Yard
-from .aio import AsyncSandbox, AsyncShell, AsyncYard
+
+# The asyncio API loads on first use: asyncio alone is a tenth of the CLI's start-up.
+_LAZY = {"AsyncSandbox": "aio", "AsyncShell": "aio", "AsyncYard": "aio"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'envyard' has no attribute {name!r}")
 
 __version__ = "0.1.0"
 
