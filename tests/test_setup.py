@@ -237,15 +237,19 @@ def test_no_tests_is_not_success(home, tmp_path):
     envyard(home, "rmi", "notests:unverified")
 
 
+def _setup_bases(home) -> set[str]:
+    return {i["name"] for i in json.loads(envyard(home, "images", "--json").stdout)
+            if i["name"].startswith("setup-base/")}
+
+
 def test_a_bug_in_the_projects_own_code_stops_the_search_at_once(home, tmp_path):
     """The project's __init__ raises: no repair, no other Python or base can fix that, so setup stops after the
     first branch and reports the traceback, instead of building Debian bases for fallback interpreters."""
     src = copy_fixture(tmp_path, **{'requires-python = ">=3.8"': 'requires-python = ">=3.9"'})
     with open(src / "src" / "tinycalc" / "__init__.py", "a") as f:
         f.write('\nraise RuntimeError("boom")\n')
-    t = time.monotonic()
+    bases_before = _setup_bases(home)
     r = setup_cli(home, src, "--name", "boom", "--json")
-    took = time.monotonic() - t
     assert r.returncode == 1, r.stderr[-2000:]
     data = json.loads(r.stdout)
     assert data["status"] == "project-bug" and data["reason"].startswith("project bug: RuntimeError: boom")
@@ -254,9 +258,7 @@ def test_a_bug_in_the_projects_own_code_stops_the_search_at_once(home, tmp_path)
     assert 'raise RuntimeError("boom")' in bug["traceback"]
     assert len(data["branches"]) == 1 and data["branches"][0]["candidate"].endswith("host")  # no fallbacks
     assert data["level"] == 0 and data["image"] == "boom:unverified"
-    assert took < 240, took
-    names = [i["name"] for i in json.loads(envyard(home, "images", "--json").stdout)]
-    assert not [n for n in names if n.startswith("setup-base/debian")], names
+    assert _setup_bases(home) == bases_before  # no base was built for a fallback
     envyard(home, "rmi", "boom:unverified")
 
 
