@@ -11,7 +11,7 @@ from . import gc as gc_mod
 from . import janitor, validate
 from .bases.host import (HOST_IMAGE, HOST_ROOT_LAYER, ensure_host_image, host_root_view, refresh_host_mask,
                          with_current_mask)
-from .errors import BadInput, PathOutsideSandbox, SandboxError
+from .errors import BadInput, ImageNotFound, PathOutsideSandbox, SandboxError
 from .runtime import files
 from .runtime.backend import Backend, SandboxHandle, SandboxSpec, Shell, require
 from .runtime.holder import IPC_MOUNT
@@ -88,7 +88,13 @@ class Yard:
             name = parse_image_name(ref)
             if name == HOST_IMAGE:
                 return ensure_host_image(self.store)
-            img = self.store.image(name)
+            try:
+                img = self.store.image(name)
+            except ImageNotFound:
+                importer = getattr(self.backend, "import_engine_image", None) if self._backend_spec != "local" else None
+                img = importer(self, ref) if importer else None  # an image only the Docker engine has
+                if img is None:
+                    raise
         if HOST_ROOT_LAYER in img.layers:
             host_root_view(self.store)  # gc may have unmounted it since the Image was fetched
             refresh_host_mask(self.store)  # the machine may have changed (a new store, a new secret)

@@ -88,9 +88,10 @@ class DockerBackend:
     name = "docker"
     capabilities = Capabilities(
         snapshot=True, fork=True, reset=True, network_policies=("none", "host"),
-        limits=("memory", "pids", "cpus"), shell_sessions=False, binds=True, attached=True, stop=True,
+        limits=("memory", "pids", "cpus"), shell_sessions=True, binds=True, attached=True, stop=True,
         warm_pools=True,
-        notes=("no disk limits, pod networks or shell sessions",
+        notes=("no disk limits or pod networks",
+               "shell sessions keep cwd and exported variables only",
                "run_attached streams output without a terminal",
                "containers of a dead owner stay until `envyard gc`"),
     )
@@ -537,10 +538,9 @@ class DockerSandbox:
         with contextlib.suppress(Exception):
             self.container.exec_run(["/bin/sh", "-c", "kill -9 -1"], user="0")
 
-    def shell(self, user: str | None = None):
-        from ..errors import BackendUnsupported
-
-        raise BackendUnsupported("docker", "shell sessions", fix="use exec(); or the local backend")
+    def shell(self, user: str | None = None) -> "DockerShell":
+        self._check_open()
+        return DockerShell(self, f"s{next(self._ids)}", user)
 
     # ---- files --------------------------------------------------------------------------------------------
 
@@ -696,6 +696,55 @@ class DockerSandbox:
                 else:
                     skipped.append(inside)
         return skipped
+
+
+# One command of a session: restore the saved cwd and exported variables, run the command in this shell (so
+# `cd` and `export` take effect), save them again. The state lives in /dev/shm (a tmpfs of the container, never
+# in a commit or a snapshot). Functions, aliases and unexported variables do not persist.
+_SESSION_STEP = r"""
+s=/dev/shm/.envyard-$1; shift
+if [ -f "$s/env" ]; then . "$s/env" 2>/dev/null; fi
+if [ -f "$s/cwd" ]; then cd "$(cat "$s/cwd")" 2>/dev/null; fi
+eval "$1"
+__rc=$?
+mkdir -p "$s" 2>/dev/null && pwd > "$s/cwd" && export -p > "$s/env" 2>/dev/null
+exit $__rc
+"""
+
+
+class DockerShell:
+    """A shell session emulated over exec: each `run` is one `docker exec` of the image's bash (else sh) that
+    restores and saves the cwd and the exported variables. Unlike the local backend's sessions, shell
+    functions, aliases and unexported variables do not carry over, nor do background jobs' job control."""
+
+    def __init__(self, sandbox: DockerSandbox, session_id: str, user: str | None):
+        self.sb, self.id, self.user = sandbox, f"{sandbox.id}-{session_id}", user
+        self._closed = False
+        self._running = None
+        shells = sandbox.exec(["/bin/sh", "-c", "command -v bash || echo /bin/sh"], max_output=4096)
+        self.program = (shells.stdout.strip().splitlines() or ["/bin/sh"])[-1]
+
+    @property
+    def alive(self) -> bool:
+        return not self._closed and self.sb.alive
+
+    def run(self, command: str, *, timeout: float | None = None, max_output: int | None = DEFAULT_MAX_OUTPUT,
+            max_spill: int = DEFAULT_MAX_SPILL, cancel=None, on_output=None) -> ExecResult:
+        if self._closed:
+            raise SandboxClosed(f"shell session {self.id} is closed")
+        return self.sb.exec([self.program, "-c", _SESSION_STEP, "sh", self.id, command], timeout=timeout,
+                            max_output=max_output, max_spill=max_spill, cancel=cancel, on_output=on_output,
+                            user=self.user)
+
+    def interrupt(self) -> None:
+        pass  # each run ends with its command (or its timeout); nothing keeps running between runs
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            self.sb.exec(["rm", "-rf", f"/dev/shm/.envyard-{self.id}"], max_output=4096)
 
 
 def _stream_to(on_output, stream: str):

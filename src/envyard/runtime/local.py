@@ -29,7 +29,7 @@ from .. import janitor, procinfo, validate
 from ..bases.host import host_view_pinned
 from ..errors import HostUnsupported, SandboxClosed, SandboxDied, SandboxError
 from ..store import SandboxRecord, Store
-from .backend import Backend, Capabilities, SandboxHandle, SandboxSpec, check_spec
+from .backend import Capabilities, SandboxSpec, check_spec
 from . import files
 from .bwrap import check_overlay_support, find_bwrap
 from . import seccomp, userns
@@ -71,7 +71,7 @@ def raise_fd_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-class LocalBackend(Backend):
+class LocalBackend:
     name = "local"
     capabilities = Capabilities(
         snapshot=True, fork=True, reset=True, network_policies=("none", "host", "pod"),
@@ -131,7 +131,7 @@ class LocalBackend(Backend):
         return sb.returncode
 
 
-class LocalSandbox(SandboxHandle):
+class LocalSandbox:
     def __init__(self, backend: LocalBackend, spec: SandboxSpec, attached: list[str] | None = None,
                  timeout: float | None = None):
         self.backend = backend
