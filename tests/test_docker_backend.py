@@ -109,18 +109,21 @@ def test_files(dsb, tmp_path):
 
 
 def test_snapshot_then_new_sandboxes_see_the_state_and_reset_forgets_it(dyard, dsb):
-    dsb.exec("mkdir -p /state && echo v1 > /state/f && rm /etc/debian_version")
+    dsb.exec("mkdir -p /state && echo v1 > /state/f && rm /etc/debian_version && "
+             "rm -rf /usr/share/doc && mkdir /usr/share/doc && touch /usr/share/doc/new")  # a whiteout, an opaque dir
     snap = dsb.snapshot()
     try:
         assert len(snap.layers) == len(dsb.image.layers) + 1
         for child in dyard.fork(snap, 2):
             with child:
-                assert child.exec("cat /state/f; test -e /etc/debian_version; echo $?").stdout == "v1\n1\n"
+                assert child.exec("cat /state/f; test -e /etc/debian_version; echo $?; ls /usr/share/doc").stdout \
+                    == "v1\n1\nnew\n"
         dsb.reset()
         assert dsb.exec("test -e /state/f; echo $?; cat /etc/debian_version >/dev/null; echo $?").stdout == "1\n0\n"
         # the snapshot is an ordinary image of the store: the local backend runs it too
         with envyard.Yard(dyard.store.home) as local, local.sandbox(snap) as sb:
-            assert sb.exec("cat /state/f").stdout == "v1\n"
+            assert sb.exec("cat /state/f; ls /usr/share/doc; test -e /etc/debian_version; echo $?").stdout == \
+                "v1\nnew\n1\n"
     finally:
         dyard.remove_image(snap.name)
 

@@ -244,6 +244,8 @@ class DockerBackend:
         img = self.client.images.get(engine_ref)
         top = img.attrs["RootFS"]["Layers"][-1]
         dest = self.store.new_layer_dir()
+        if self._copy_overlay2_diff(img.attrs.get("GraphDriver") or {}, dest):
+            return dest
         with tempfile.TemporaryDirectory(dir=self.dir) as tmp:
             blob = Path(tmp) / "top.tar"
             if not _extract_layer(img.save(named=False), top, blob):
@@ -251,6 +253,40 @@ class DockerBackend:
             scan_blob(blob)
             unpack_blob(blob, dest)
         return dest
+
+
+    def _copy_overlay2_diff(self, driver: dict, dest: Path) -> bool:
+        """With the engine on this host on overlay2, copy the image's top layer from its diff directory (already
+        in overlayfs format: 0:0 character-device whiteouts) instead of streaming `docker save`: time in
+        proportion to the changes, not the image. Opaque directories' trusted.overlay.opaque becomes envyard's
+        marks; the engine's other overlay xattrs are dropped. False when this does not apply."""
+        import subprocess
+
+        from ..overlay import mark_opaque
+
+        upper = (driver.get("Data") or {}).get("UpperDir")
+        if not (self.local_engine and driver.get("Name") == "overlay2" and upper and os.path.isdir(upper)):
+            return False
+        r = subprocess.run(["cp", "-a", "--reflink=auto", f"{upper}/.", f"{dest}/"], capture_output=True)
+        if r.returncode != 0:
+            for p in Path(dest).iterdir():
+                subprocess.run(["rm", "-rf", str(p)], check=False)
+            return False
+        for root, dirs, _files in os.walk(dest):
+            for d in [root, *(os.path.join(root, x) for x in dirs)]:
+                try:
+                    names = os.listxattr(d, follow_symlinks=False)
+                except OSError:
+                    continue
+                opaque = False
+                for name in names:
+                    if name.startswith("trusted.overlay."):
+                        if name == "trusted.overlay.opaque":
+                            opaque = os.getxattr(d, name, follow_symlinks=False) == b"y"
+                        os.removexattr(d, name, follow_symlinks=False)
+                if opaque:
+                    mark_opaque(d)
+        return True
 
 
 class _Hashing:
@@ -797,7 +833,9 @@ class _Frames:
 def _kill_tree(pid_ns: int, leader: int) -> None:
     """SIGKILL `leader` (a host pid), its session and every descendant, in pid namespace `pid_ns`."""
     is_session = procinfo.session_id(leader) == leader
-    for _ in range(3):
+    for attempt in range(200):
+        if attempt >= 3 and not (procinfo.is_alive(leader, None) and procinfo.pid_namespace(leader) == pid_ns):
+            return
         pids = procinfo.pids_in_namespace(pid_ns)
         parents = {p: procinfo.parent_pid(p) for p in pids}
         tree, grew = {leader}, True
