@@ -51,6 +51,18 @@ def debian(debian_yard):
     return debian_yard.image("debian:bookworm")
 
 
+@pytest.fixture(scope="module")
+def dockerd():
+    """A private dockerd for the module (tests/dockerd.py); skipped, with the reason, where it cannot run."""
+    from dockerd import Skip, running_dockerd
+
+    try:
+        with running_dockerd() as proc:
+            yield proc
+    except Skip as e:
+        pytest.skip(str(e))
+
+
 @pytest.fixture
 def sb(yard, host):
     with yard.sandbox(host) as s:

@@ -25,52 +25,10 @@ from envyard.build import build_image
 from envyard.build.rootfs import LayerView
 
 from test_build import fixture
+from dockerd import docker  # the `dockerd` fixture is in conftest.py
 
-DOCKER_ROOT = Path(os.environ.get("ENVYARD_TEST_DOCKER", "/var/tmp/envyard-test-docker"))
-SOCKET = DOCKER_ROOT / "docker.sock"
 # what `docker create` adds to every container's filesystem
 DOCKER_ONLY = {".dockerenv", "etc/hostname", "etc/hosts", "etc/resolv.conf", "etc/mtab", "dev", "proc", "sys"}
-
-
-def docker(*args, check=True, **kw):
-    env = {**os.environ, "DOCKER_HOST": f"unix://{SOCKET}", "DOCKER_BUILDKIT": "0"}
-    r = subprocess.run(["docker", *map(str, args)], capture_output=True, env=env, timeout=600, **kw)
-    if check and r.returncode != 0:
-        raise AssertionError(f"docker {' '.join(map(str, args))}: {r.stderr.decode(errors='replace')[-800:]}")
-    return r
-
-
-@pytest.fixture(scope="module")
-def dockerd():
-    if not shutil.which("dockerd") or not shutil.which("docker"):
-        pytest.skip("docker is not installed (apt-get install docker.io) for the side-by-side check")
-    DOCKER_ROOT.mkdir(parents=True, exist_ok=True)
-    lock = open(DOCKER_ROOT / "lock", "w")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # one dockerd per data root
-    except BlockingIOError:
-        pytest.skip(f"another test session is using the docker check's data root {DOCKER_ROOT}")
-    log = open(DOCKER_ROOT / "dockerd.log", "wb")
-    proc = subprocess.Popen(["dockerd", "--data-root", DOCKER_ROOT / "data", "--exec-root", DOCKER_ROOT / "exec",
-                             "-H", f"unix://{SOCKET}", "--pidfile", DOCKER_ROOT / "dockerd.pid",
-                             "--iptables=false", "--bridge=none"], stdout=log, stderr=log)
-    try:
-        deadline = time.monotonic() + 30
-        while docker("info", check=False).returncode != 0:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                tail = (DOCKER_ROOT / "dockerd.log").read_text(errors="replace")[-300:]
-                pytest.skip(f"dockerd does not start on this machine: {tail}")
-            time.sleep(0.5)
-        yield
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-        lock.close()
 
 
 @pytest.fixture(scope="module")

@@ -134,6 +134,18 @@ class ServiceError(EnvyardError):
     exit_code = 21
 
 
+class BackendUnsupported(EnvyardError):
+    """A sandbox backend asked for something it cannot do (a disk limit, a pod network, a shell session...).
+    `.backend` names the backend, `.feature` what was asked."""
+
+    exit_code = 22
+
+    def __init__(self, backend: str, feature: str, *, fix: str | None = None):
+        super().__init__(f"the {backend} backend does not support {feature}", fix=fix)
+        self.backend = backend
+        self.feature = feature
+
+
 class UnsafeLayer(EnvyardError):
     """A layer tar that would write outside its directory, holds forbidden entries, or exceeds the bounds."""
 

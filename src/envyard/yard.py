@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from pathlib import Path
@@ -12,18 +11,18 @@ from . import gc as gc_mod
 from . import janitor, validate
 from .bases.host import (HOST_IMAGE, HOST_ROOT_LAYER, ensure_host_image, host_root_view, refresh_host_mask,
                          with_current_mask)
-from .errors import BadInput, PathOutsideSandbox, SandboxError
+from .errors import BadInput, ImageNotFound, PathOutsideSandbox, SandboxError
 from .runtime import files
-from .runtime.backend import SandboxSpec
+from .runtime.backend import Backend, SandboxHandle, SandboxSpec, Shell, require
 from .runtime.holder import IPC_MOUNT
 from .runtime.limits import Limits
-from .runtime.local import LocalBackend, LocalSandbox, LocalShell
 from .runtime.podnet import PodNetwork
 from .runtime.result import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_SPILL, ExecResult
 from .runtime.warm import WarmPool
 from .store import Image, Store, parse_image_name
 
 NETWORKS = ("none", "host")
+BACKENDS = ("local", "docker")
 
 
 class Yard:
@@ -34,9 +33,12 @@ class Yard:
     'hi\\n'
     """
 
-    def __init__(self, home: str | Path | None = None, *, reap: bool = True):
+    def __init__(self, home: str | Path | None = None, *, reap: bool = True, backend: "str | Backend" = "local"):
         self.store = Store(home)
-        self._backend: LocalBackend | None = None
+        if not (backend in BACKENDS or isinstance(backend, Backend)):
+            raise BadInput(f"unknown backend {backend!r}", fix=f"use one of {', '.join(BACKENDS)}, or a Backend")
+        self._backend_spec = backend
+        self._backend: Backend | None = None if isinstance(backend, str) else backend
         self._backend_lock = threading.Lock()
         self._open: set[Sandbox] = set()
         self._pools: dict[tuple, WarmPool] = {}
@@ -45,11 +47,35 @@ class Yard:
             gc_mod.reap_dead_sandboxes(self.store)
 
     @property
-    def backend(self) -> LocalBackend:
+    def backend(self) -> Backend:
+        """The backend sandboxes run on (made on first use): `LocalBackend`, `DockerBackend`, or the one given."""
         with self._backend_lock:
             if self._backend is None:
-                self._backend = LocalBackend(self.store)
+                if self._backend_spec == "docker":
+                    from .runtime.docker_backend import DockerBackend
+
+                    self._backend = DockerBackend(self.store)
+                else:
+                    from .runtime.local import LocalBackend
+
+                    self._backend = LocalBackend(self.store)
             return self._backend
+
+    @property
+    def backend_name(self) -> str:
+        return self._backend.name if self._backend is not None else str(self._backend_spec)
+
+    def run_attached(self, image: str | Image, argv: list[str], *, timeout: float | None = None,
+                     network: str = "none", limits: Limits | dict | None = None, env: dict[str, str] | None = None,
+                     workdir: str | None = None, security: str = "default") -> int:
+        """Run `argv` in a throwaway sandbox wired to this terminal (`envyard run`/`shell`); its exit code."""
+        validate.sandbox_options(network=network, limits=limits, env=env, workdir=workdir, binds=None, ro_binds=None,
+                                 networks=NETWORKS)
+        spec = SandboxSpec(image=self.image(image), network=network, limits=Limits.coerce(limits), env=env or {},
+                           workdir=workdir, security=validate.security(security))
+        backend = self.backend
+        require(backend, "attaching a terminal", backend.capabilities.attached, fix="use --json")
+        return backend.run_attached(spec, argv, timeout=timeout)
 
     # ---- images -------------------------------------------------------------------------------------------
 
@@ -62,7 +88,13 @@ class Yard:
             name = parse_image_name(ref)
             if name == HOST_IMAGE:
                 return ensure_host_image(self.store)
-            img = self.store.image(name)
+            try:
+                img = self.store.image(name)
+            except ImageNotFound:
+                importer = getattr(self.backend, "import_engine_image", None) if self._backend_spec != "local" else None
+                img = importer(self, ref) if importer else None  # an image only the Docker engine has
+                if img is None:
+                    raise
         if HOST_ROOT_LAYER in img.layers:
             host_root_view(self.store)  # gc may have unmounted it since the Image was fetched
             refresh_host_mask(self.store)  # the machine may have changed (a new store, a new secret)
@@ -157,6 +189,7 @@ class Yard:
             old.close()
         if size:
             backend = self.backend
+            require(backend, "warm pools", backend.capabilities.warm_pools)
             self._pools[key] = pool = WarmPool(lambda: backend.create(spec), size)
             if wait:
                 pool.wait_full()
@@ -164,6 +197,7 @@ class Yard:
     def fork(self, image: str | Image, n: int, **kwargs) -> list["Sandbox"]:
         """Start `n` sandboxes over the same image (e.g. a snapshot): a GRPO group, a search frontier."""
         validate.count(n)
+        require(self.backend, "fork", self.backend.capabilities.fork)
         img = self.image(image)
         made: list[Sandbox] = []
         try:
@@ -179,7 +213,7 @@ class Yard:
     def can_limit_disk(self) -> bool:
         """Whether sandboxes here get disk limits (runtime/volume.py); without, `limits={"disk": ...}` is an
         error and sandboxes write without a bound."""
-        return self.backend.disk_limits and self.backend.volume.available() is None
+        return self.backend.can_limit_disk()
 
     def sandboxes(self):
         """Lease records of every sandbox in the store (any owner process)."""
@@ -189,8 +223,11 @@ class Yard:
         with self._open_lock:
             idle = not self._open and not self._pools
         if idle and self._backend is not None:
-            self._backend.volume.close()  # our handle would keep gc from unmounting an idle volume
-        return gc_mod.collect(self.store)
+            self._backend.close()  # e.g. our handle would keep gc from unmounting an idle volume
+        report = gc_mod.collect(self.store)
+        if self._backend is not None and self._backend.name != "local":
+            report.update(self._backend.reap())
+        return report
 
     def close(self) -> None:
         """Close every sandbox this Yard opened, and its warm pools."""
@@ -227,11 +264,16 @@ def _pool_key(spec: SandboxSpec) -> tuple:
 class Sandbox:
     """One isolated, writable copy of an image. Close it (or use `with`) to kill and delete it."""
 
-    def __init__(self, yard: Yard, handle: LocalSandbox):
+    def __init__(self, yard: Yard, handle: SandboxHandle):
         self.yard = yard
         self._h = handle
         self.id = handle.id
         self.image = handle.spec.image
+
+    @property
+    def backend(self) -> str:
+        """The name of the backend this sandbox runs on ("local", "docker", ...)."""
+        return self.yard.backend.name
 
     def __repr__(self) -> str:
         return f"<Sandbox {self.id} image={self.image.name} {'alive' if self.alive else 'closed'}>"
@@ -259,19 +301,22 @@ class Sandbox:
         """
         cmd = validate.command(cmd)
         options = validate.run_options(timeout, max_output, max_spill, on_output)
-        return self._h.exec(cmd, cwd=self._path(cwd, "cwd") if cwd is not None else None,
+        return self._h.exec(cmd, cwd=self.resolve(cwd, "cwd") if cwd is not None else None,
                             env=validate.environment(env), stdin=validate.stdin(stdin), cancel=cancel,
                             user=validate.user(user), **options._asdict())
 
-    def shell(self, user: str | int | None = None) -> LocalShell:
+    def shell(self, user: str | int | None = None) -> Shell:
         """A persistent shell session: `run(cmd, timeout=...)` keeps cwd and variables between commands. With
         `user`, the session's shell runs as that user (see exec)."""
+        backend = self.yard.backend
+        require(backend, "shell sessions", backend.capabilities.shell_sessions, fix="use exec()")
         return self._h.shell(validate.user(user))
 
     # ---- files --------------------------------------------------------------------------------------------
 
-    def _path(self, path: str, what: str = "path") -> str:
-        """Resolve `path` (relative to the workdir) lexically; refuse anything that climbs above `/`."""
+    def resolve(self, path: str, what: str = "path") -> str:
+        """`path` resolved (relative to the workdir) lexically, as the file methods see it; anything that climbs
+        above `/` or names envyard's control directory raises PathOutsideSandbox."""
         validate.text(path, what, allow_empty=False)
         full = path if path.startswith("/") else f"{self.workdir.rstrip('/')}/{path}"
         parts: list[str] = []
@@ -290,29 +335,20 @@ class Sandbox:
         return resolved
 
     def _parts(self, path: str, what: str = "path") -> list[str]:
-        return [p for p in self._path(path, what).split("/") if p]
-
-    @contextlib.contextmanager
-    def _root(self):
-        """A descriptor of the sandbox's root directory: file methods work on it from the host (files.py)."""
-        pid, start = self._h.root_process()
-        with files.sandbox_root(pid, start, self.id) as root:
-            yield root
+        return [p for p in self.resolve(path, what).split("/") if p]
 
     def write_file(self, path: str, data: bytes | str, *, mode: int | None = None) -> None:
         """Write a file inside the sandbox (parents created; `mode` applied exactly when given). Symlinks among
         the parents resolve inside the sandbox only; a symlink as the file itself is refused (NotRegularFile)."""
         parts = self._parts(path)
         data, mode = validate.data(data), validate.mode(mode)
-        with self._root() as root:
-            files.write_file(root, parts, data, mode)
+        self._h.write_file(parts, data, mode)
 
     def read_file(self, path: str, *, max_bytes: int = files.DEFAULT_MAX_READ) -> bytes:
         """A regular file's bytes. Larger than `max_bytes` (64 MiB by default): FileTooLarge, before reading."""
         parts = self._parts(path)
         max_bytes = validate.integer(max_bytes, "max_bytes", minimum=0)
-        with self._root() as root:
-            return files.read_file(root, parts, max_bytes)
+        return self._h.read_file(parts, max_bytes)
 
     def upload(self, src: str | Path, dest: str) -> None:
         """Copy a host file or directory into the sandbox at `dest` (a directory is merged into `dest`)."""
@@ -320,8 +356,7 @@ class Sandbox:
         if not src.exists():
             raise BadInput(f"no such file or directory on the host: {src}", fix="give an existing host path as src")
         parts = self._parts(dest, "dest")
-        with self._root() as root:
-            files.upload(root, src, parts)
+        self._h.upload(src, parts)
 
     def download(self, src: str, dest: str | Path, *, max_bytes: int = files.DEFAULT_MAX_DOWNLOAD,
                  max_entries: int = files.DEFAULT_MAX_ENTRIES) -> list[str]:
@@ -334,8 +369,7 @@ class Sandbox:
         dest = validate.host_path(dest, "dest")
         max_bytes = validate.integer(max_bytes, "max_bytes", minimum=0)
         max_entries = validate.integer(max_entries, "max_entries", minimum=1)
-        with self._root() as root:
-            return files.download(root, parts, dest, max_bytes, max_entries)
+        return self._h.download(parts, dest, max_bytes, max_entries)
 
     # ---- state --------------------------------------------------------------------------------------------
 
@@ -346,21 +380,27 @@ class Sandbox:
             name = parse_image_name(validate.text(name, "name"))
         else:
             name = f"snapshot/{self.id}:{_next_snapshot_tag()}"
+        backend = self.yard.backend
+        require(backend, "snapshots", backend.capabilities.snapshot)
         built = self._h.snapshot_layer()
         store = self.yard.store
         layer = store.seal_layer(built, {"snapshot_of": self.id, "image": self.image.name})
         config = type(self.image.config)(**{**self.image.config.__dict__})
         config.provenance = {**config.provenance, "snapshot_of": self.id, "parent_image": self.image.name}
-        return store.put_image(name, [*self.image.layers, layer.id], config)
+        image = store.put_image(name, [*self.image.layers, layer.id], config)
+        self._h.snapshot_sealed(image)
+        return image
 
     def fork(self, n: int, **kwargs) -> list["Sandbox"]:
         """Snapshot this sandbox and start `n` new sandboxes from that state."""
         validate.count(n)  # before the snapshot, which would be left behind
+        require(self.yard.backend, "fork", self.yard.backend.capabilities.fork)
         return self.yard.fork(self.snapshot(), n, **kwargs)
 
     def stop(self) -> None:
         """Kill every process of the sandbox but keep its files, e.g. to inspect what it left (`upper_dir`).
         Only close() is allowed afterwards."""
+        require(self.yard.backend, "stop", self.yard.backend.capabilities.stop)
         self._h.stop()
 
     def upper_dir(self) -> Path:
@@ -372,6 +412,7 @@ class Sandbox:
 
     def reset(self) -> None:
         """Discard every change: back to the image this sandbox started from."""
+        require(self.yard.backend, "reset", self.yard.backend.capabilities.reset)
         self._h.reset()
 
     def close(self) -> None:

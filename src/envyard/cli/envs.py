@@ -61,6 +61,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         concurrency: int = typer.Option(4, "--concurrency", "-c", help="Episodes at once."),
         out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Write one JSONL trajectory per episode here."),
         as_json: bool = typer.Option(False, "--json", help="Print the episodes and summary as JSON."),
+        backend: str = typer.Option("local", "--backend", help="Where the agent's and the verifier's sandboxes run: "
+                                    "local (default) or docker (docs/docker.md)."),
     ):
         """Run a policy on tasks; print reward, steps, time and infrastructure failures per episode."""
         from ..envs.rollout import make_policy, run_rollouts
@@ -73,7 +75,7 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                 raise BadInput(f"--concurrency must be at least 1, got {concurrency}")
             found = find_tasks(tasks)
             factory = make_policy(policy, base_url=base_url)
-            yard = make_yard()
+            yard = make_yard(backend)
             progress = Progress(TextColumn("rollout"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                                 TextColumn("{task.description}"), console=err, disable=as_json or not err.is_terminal)
             lock = threading.Lock()

@@ -34,10 +34,13 @@ err = Console(stderr=True, soft_wrap=True)
 RUN_ERROR = 125  # `run` passes the command's exit code through, so its own failures use 125 (as docker does)
 
 
-def _yard():
+def _yard(backend: str = "local"):
     from ..yard import Yard
 
-    return Yard()
+    return Yard(backend=backend)
+
+
+BACKEND_HELP = "Where the sandbox runs: local (namespaces, default) or docker (a Docker engine; docs/docker.md)."
 
 
 def _fail(e: EnvyardError, code: int | None = None) -> None:
@@ -47,17 +50,12 @@ def _fail(e: EnvyardError, code: int | None = None) -> None:
     raise typer.Exit(code if code is not None else e.exit_code)
 
 
-def _spec(yard, image: str, network: str, limits: Limits, env: dict, workdir: str | None, security: str):
-    """Validate sandbox options the way Yard.sandbox does, for the commands that attach a terminal."""
-    from ..runtime.backend import SandboxSpec
-    from .. import validate
-
+def _spec(image: str, network: str, workdir: str | None) -> None:
+    """The CLI's own wording for bad sandbox options of the commands that attach a terminal."""
     if network not in ("none", "host"):
         raise BadInput(f"unknown network policy {network!r}", fix="use 'none' (default) or 'host'")
     if workdir is not None and not workdir.startswith("/"):
         raise BadInput(f"workdir must be an absolute path, not {workdir!r}")
-    return SandboxSpec(image=yard.image(image), network=network, limits=limits, env=env, workdir=workdir,
-                       security=validate.security(security))
 
 
 def _strip_dashes(cmd: list[str]) -> list[str]:
@@ -114,6 +112,7 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Capture output and print an ExecResult as JSON."),
     security: str = typer.Option("default", help="default, or relaxed: no seccomp filter (nested sandboxes, "
                                  "user namespaces, io_uring, perf); see docs/security.md."),
+    backend: str = typer.Option("local", "--backend", help=BACKEND_HELP),
 ):
     """Run one command in a throwaway sandbox. Options go before IMAGE. The exit code is the command's (124 after
     --timeout); envyard's own errors exit 125."""
@@ -121,7 +120,7 @@ def run(
 
     try:
         cmd = _strip_dashes(cmd)
-        yard = _yard()
+        yard = _yard(backend)
         if timeout is not None and timeout <= 0:
             raise BadInput(f"--timeout must be positive, got {timeout}")
         if as_json:
@@ -130,8 +129,10 @@ def run(
                 r = sb.exec(cmd if len(cmd) > 1 else cmd[0], timeout=timeout)
             _emit_json({"sandbox": sb.id, "image": sb.image.name, **r.to_dict()})
             raise typer.Exit(TIMEOUT_EXIT if r.timed_out else r.exit_code)
-        spec = _spec(yard, image, network, _limits(memory, pids, cpus, disk), _env(env), workdir, security)
-        code = yard.backend.run_attached(spec, cmd, timeout=timeout)
+        _spec(image, network, workdir)
+        code = yard.run_attached(image, cmd, timeout=timeout, network=network,
+                                 limits=_limits(memory, pids, cpus, disk), env=_env(env), workdir=workdir,
+                                 security=security)
     except EnvyardError as e:
         _fail(e, RUN_ERROR)
     raise typer.Exit(code)
@@ -144,12 +145,14 @@ def shell(
     memory: Optional[str] = typer.Option(None, help="Memory limit, e.g. 512M."),
     security: str = typer.Option("default", help="default, or relaxed: no seccomp filter (nested sandboxes, "
                                  "user namespaces, io_uring, perf); see docs/security.md."),
+    backend: str = typer.Option("local", "--backend", help=BACKEND_HELP),
 ):
     """Open an interactive shell in a throwaway sandbox (bash when the image has it)."""
     try:
-        yard = _yard()
-        spec = _spec(yard, image, network, _limits(memory, None, None), {}, None, security)
-        code = yard.backend.run_attached(spec, ["/bin/sh", "-c", "command -v bash >/dev/null && exec bash -i || exec sh -i"])
+        yard = _yard(backend)
+        _spec(image, network, None)
+        code = yard.run_attached(image, ["/bin/sh", "-c", "command -v bash >/dev/null && exec bash -i || exec sh -i"],
+                                 network=network, limits=_limits(memory, None, None), security=security)
     except EnvyardError as e:
         _fail(e, RUN_ERROR)
     raise typer.Exit(code)
@@ -223,10 +226,20 @@ def snapshot(sandbox_id: str = typer.Argument(..., help="A running sandbox (see 
 
 
 @app.command()
-def gc(as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
+def gc(as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+       backend: Optional[str] = typer.Option(None, "--backend", help="Also reap this backend's leftovers: docker "
+                                             "removes containers of dead owners. Default: docker too when its "
+                                             "socket answers.")):
     """Reclaim sandboxes of dead owners (processes, cgroups, files), unfinished and unused layers, and trash."""
     try:
-        report = _yard().gc()
+        yard = _yard()
+        report = yard.gc()
+        if backend == "docker" or (backend is None and _docker_reachable()):
+            from ..runtime.docker_backend import reap_containers
+
+            report.update(reap_containers(yard.store, required=backend == "docker"))
+        elif backend not in (None, "local"):
+            raise BadInput(f"unknown backend {backend!r}", fix="use local or docker")
     except EnvyardError as e:
         _fail(e)
     if as_json:
@@ -235,6 +248,12 @@ def gc(as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
     for key, value in report.items():
         n = value if isinstance(value, int) else len(value)
         out.print(f"{key.replace('_', ' ')}: {n}")
+
+
+def _docker_reachable() -> bool:
+    from ..runtime.docker_backend import docker_socket_present
+
+    return docker_socket_present()
 
 
 # ---- images --------------------------------------------------------------------------------------------------
@@ -410,7 +429,7 @@ def demo(
     result = {
         "image": image, "first_output": first.stdout.strip().splitlines(), "forks_saw_snapshot": seen,
         "reset": after_reset, "timings_ms": {k: round(v, 3) for k, v in timings.items()},
-        "cgroups": yard.backend.cgroups.mode,
+        "cgroups": getattr(yard.backend, "cgroups", None) and yard.backend.cgroups.mode,
     }
     if as_json:
         _emit_json(result)

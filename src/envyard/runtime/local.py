@@ -29,7 +29,8 @@ from .. import janitor, procinfo, validate
 from ..bases.host import host_view_pinned
 from ..errors import HostUnsupported, SandboxClosed, SandboxDied, SandboxError
 from ..store import SandboxRecord, Store
-from .backend import Backend, Capabilities, SandboxHandle, SandboxSpec
+from .backend import Capabilities, SandboxSpec, check_spec
+from . import files
 from .bwrap import check_overlay_support, find_bwrap
 from . import seccomp, userns
 from .cgroups import Cgroups
@@ -70,11 +71,11 @@ def raise_fd_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-class LocalBackend(Backend):
+class LocalBackend:
     name = "local"
     capabilities = Capabilities(
         snapshot=True, fork=True, reset=True, network_policies=("none", "host", "pod"),
-        limits=("memory", "pids", "cpus"), shell_sessions=True,
+        limits=("memory", "pids", "cpus", "disk"), shell_sessions=True,
     )
 
     def __init__(self, store: Store):
@@ -111,7 +112,17 @@ class LocalBackend(Backend):
         return None
 
     def create(self, spec: SandboxSpec) -> "LocalSandbox":
+        check_spec(self, spec)
         return LocalSandbox(self, spec)
+
+    def can_limit_disk(self) -> bool:
+        return self.disk_limits and self.volume.available() is None
+
+    def reap(self) -> dict:
+        return {}  # gc.collect covers local sandboxes (leases in the store)
+
+    def close(self) -> None:
+        self.volume.close()  # our handle would keep gc from unmounting an idle volume
 
     def run_attached(self, spec: SandboxSpec, argv: list[str], timeout: float | None = None) -> int:
         """Run `argv` as the main process of a throwaway sandbox wired to this terminal; return its exit code
@@ -120,7 +131,7 @@ class LocalBackend(Backend):
         return sb.returncode
 
 
-class LocalSandbox(SandboxHandle):
+class LocalSandbox:
     def __init__(self, backend: LocalBackend, spec: SandboxSpec, attached: list[str] | None = None,
                  timeout: float | None = None):
         self.backend = backend
@@ -463,6 +474,30 @@ class LocalSandbox(SandboxHandle):
             self.store.discard_dir(self.dir, background=True)
             self.store.remove_sandbox(self.id)
 
+    # ---- files (from the host, through the sandbox's root: files.py) -------------------------------------
+
+    @contextlib.contextmanager
+    def _root(self):
+        pid, start = self.root_process()
+        with files.sandbox_root(pid, start, self.id) as root:
+            yield root
+
+    def write_file(self, parts: list[str], data: bytes, mode: int | None) -> None:
+        with self._root() as root:
+            files.write_file(root, parts, data, mode)
+
+    def read_file(self, parts: list[str], max_bytes: int) -> bytes:
+        with self._root() as root:
+            return files.read_file(root, parts, max_bytes)
+
+    def upload(self, src: Path, parts: list[str]) -> None:
+        with self._root() as root:
+            files.upload(root, src, parts)
+
+    def download(self, parts: list[str], dest: Path, max_bytes: int, max_entries: int) -> list[str]:
+        with self._root() as root:
+            return files.download(root, parts, dest, max_bytes, max_entries)
+
     def root_process(self) -> tuple[int, int]:
         """Host pid and start time of the sandbox's pid-1, whose root directory is the sandbox's filesystem."""
         self._check_open()
@@ -603,6 +638,9 @@ class LocalSandbox(SandboxHandle):
         sh = LocalShell(self, f"s{next(self._ids)}", user)
         self._sessions.append(sh)
         return sh
+
+    def snapshot_sealed(self, image) -> None:
+        pass
 
     def snapshot_layer(self) -> Path:
         """The sandbox's changes (its upper dir) as a new layer directory, taken while the sandbox is frozen:

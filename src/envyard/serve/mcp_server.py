@@ -153,7 +153,7 @@ class McpEpisode:
         with self._lock:
             self._check_open()
             sb = self.env.sandbox
-            target = sb._path(path)  # resolved (relative to the workdir) for messages; raises PathOutsideSandbox
+            target = sb.resolve(path)  # resolved (relative to the workdir) for messages; raises PathOutsideSandbox
             try:  # read by the owner, capped, never through the sandbox's own programs
                 data = sb.read_file(target, max_bytes=MAX_READ_BYTES)
             except FileTooLarge as e:
@@ -172,7 +172,7 @@ class McpEpisode:
         with self._lock:
             self._check_open()
             sb = self.env.sandbox
-            target = sb._path(path)
+            target = sb.resolve(path)
             data = content.encode("utf-8")
             sb.write_file(target, data)
         return f"wrote {len(data)} bytes to {target}"
