@@ -21,7 +21,7 @@ from pathlib import Path
 from ..errors import BadInput, BaseBuildError, EnvyardError
 from ..store import ImageConfig
 from ..yard import Yard
-from . import interpreters, runners
+from . import interpreters, runners, services
 from .evidence import Evidence, gather
 from .interpreters import Interpreter, SetupBaseError, setup_base
 from .plan import ENV, VENV, Recipe, ranked_or_installed
@@ -62,8 +62,15 @@ class SetupResult:
 
     @property
     def verified(self) -> bool:
+        """L3 or better, sources unchanged, a clean replay reproduced it, and every service the tests expect
+        was provided (a suite that cannot reach its database is not verified, whatever it collects)."""
         return (self.level >= 3 and bool(self.replay.get("ok"))
-                and not (self.integrity is not None and self.integrity.ok is False))
+                and not (self.integrity is not None and self.integrity.ok is False)
+                and not self.services_missing)
+
+    @property
+    def services_missing(self) -> dict[str, str]:
+        return dict(self.recipe.services_missing) if self.recipe is not None else {}
 
     @property
     def status(self) -> str:
@@ -126,6 +133,9 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
         result.reason = f"replay: {replay.get('detail', 'failed')}"
     elif best.integrity is not None and best.integrity.ok is False:
         result.reason = f"integrity: {best.integrity.detail}"
+    elif result.services_missing and best.level >= 3:
+        result.reason = "the tests expect services envyard cannot provide: " + ", ".join(
+            f"{k} ({where})" for k, where in result.services_missing.items())
     if best.image is not None:
         recipe = best.recipe
         final = name if result.verified else unverified_name(name)
@@ -162,7 +172,9 @@ def _replay(yard: Yard, search: Search, best: Branch) -> dict:
     with setup_sandbox(yard, base, search.cache) as sb:
         sb.upload(search.src, search.workdir)
 
-        def sh(cmd: str, timeout: float):
+        def sh(cmd: str, timeout: float, *, tests: bool = False):
+            if tests and recipe.services:  # the services start in the same sandbox, right before the tests
+                cmd = services.wrap(cmd)
             r = sb.exec(cmd, cwd=search.workdir, env=setup_env(recipe.env), timeout=timeout, max_output=400_000)
             log.append(f"$ {cmd}\n{r.stdout}{r.stderr}[exit {r.exit_code}, {r.duration:.1f}s]\n")
             return r
@@ -175,19 +187,22 @@ def _replay(yard: Yard, search: Search, best: Branch) -> dict:
         runner = runners.of_recipe(recipe)
         statuses = None
         if runner.collect:
-            c = sh(runner.collect, search.test_timeout)
+            c = sh(runner.collect, search.test_timeout, tests=True)
             count = collected_count(c.stdout) if runner.kind == "pytest" else runners.listed_count(c.stdout)
         else:  # a runner without a collect-only step (Django, a script): the run counts the tests
-            c = sh(runner.run(JUNIT), search.test_timeout)
+            c = sh(runner.run(JUNIT), search.test_timeout, tests=True)
             statuses = test_results(runner, c, sb)
             count = len(statuses)
         ok = (c.exit_code == 0 or statuses is not None) and count == best.collected
         detail = (f"a clean replay collects the same {count} tests" if ok else
                   f"after a clean replay the tests collect {count}, not {best.collected} (exit {c.exit_code})")
+        down = services.start_failure(c.stderr) if c.exit_code == services.FAILED_EXIT else None
+        if down:
+            ok, detail = False, f"after a clean replay a service did not start: {down}"
         result = {**out, "ok": ok, "detail": detail, "collected": count}
         if ok and best.level >= 4:  # the same level: the tests run again, and their statuses are compared
             if statuses is None:
-                statuses = test_results(runner, sh(runner.run(JUNIT), search.test_timeout), sb)
+                statuses = test_results(runner, sh(runner.run(JUNIT), search.test_timeout, tests=True), sb)
             same = sum(1 for tid, st in statuses.items() if best.tests.get(tid) == st)
             differ = sorted(tid for tid, st in best.tests.items() if statuses.get(tid) != st)
             result.update(ok=bool(statuses), statuses_same=same, statuses_differ=differ[:50],
@@ -264,9 +279,13 @@ def write_contract(out: Path, result: SetupResult, ev: Evidence) -> Path:
             "#!/bin/sh\n# Replays envyard's recipe from the project root, as root, on "
             f"{_debian_of(r.interpreter)} (Python {r.interpreter.version} at {r.interpreter.path}).\nset -eu\n"
             f"# the setup base: interpreter, toolchain, uv\n{prelude}"
-            f"export {_exports(r)}\n" + "".join(f"# {s.why}\n{s.command}\n" for s in r.steps))
+            f"export {_exports(r)}\n" + "".join(f"# {s.why}\n{s.command}\n" for s in r.steps)
+            + (f"# the services the tests expect start (test.sh starts them before the tests)\n"
+               f"{services.START} && {services.STOP}\n" if r.services else ""))
+        start = (f"# the services the tests expect ({', '.join(s['kind'] for s in r.services)}), started here: they "
+                 f"do not outlive a container's build step\n{services.START}\n") if r.services else ""
         (out / "test.sh").write_text(f"#!/bin/sh\nset -eu\n# {_runner_comment(r)}\nexport {_exports(r)}\n"
-                                     f"{r.test_command} \"$@\"\n")
+                                     f"{start}{r.test_command} \"$@\"\n")
         for f in ("setup.sh", "test.sh"):
             (out / f).chmod(0o755)
         (out / "Dockerfile").write_text(dockerfile(result))
@@ -306,6 +325,7 @@ def dockerfile(result: SetupResult) -> str:
     runs = "".join(f"RUN {c}\n" for c in interp.docker_commands())
     runs += "".join(f"# {s.why}\nRUN {s.command}\n" for s in r.steps)
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in ({**ENV, **r.env}).items() if k != "PATH")
+    start = f"{services.START} && " if r.services else ""  # services do not outlive a RUN: started with the tests
     return ("# written by `envyard setup`; build from the project root: docker build -f PATH/TO/Dockerfile .\n"
             f"{origin}FROM {interp.docker_base()}\n"
             "RUN apt-get update && apt-get install -y --no-install-recommends "
@@ -314,7 +334,7 @@ def dockerfile(result: SetupResult) -> str:
             " && mkdir -p /opt/envyard/bin && ln -s /opt/envyard/uv/bin/uv /opt/envyard/bin/uv\n"
             f"ENV {env} PATH={VENV}/bin:/opt/envyard/bin:$PATH\n"
             f"WORKDIR {WORK_ROOT}/project\nCOPY . .\n{runs}"
-            f'CMD ["sh", "-c", {json.dumps(r.test_command + (" -q" if r.test_runner == "pytest" else ""))}]\n')
+            f'CMD ["sh", "-c", {json.dumps(start + r.test_command + (" -q" if r.test_runner == "pytest" else ""))}]\n')
 
 
 def _toml(result: SetupResult, ev: Evidence) -> str:
@@ -341,6 +361,15 @@ def _toml(result: SetupResult, ev: Evidence) -> str:
         lines += [f"env.{k} = {q(v)}" for k, v in r.env.items()] + [""]
         for s in r.steps:
             lines += ["[[recipe.step]]", f"kind = {q(s.kind)}", f"command = {q(s.command)}", f"why = {q(s.why)}", ""]
+        for svc in r.services:  # started by /opt/envyard/services/start.sh before the tests
+            lines += ["[[service]]", f"kind = {q(svc['kind'])}", f"host = {q('127.0.0.1')}", f"port = {svc['port']}",
+                      f"packages = {json.dumps(svc['packages'])}",
+                      f"users = {json.dumps([u for u, _ in svc['users']])}",
+                      f"databases = {json.dumps([d for d, _ in svc['databases']])}",
+                      f"start = {q(services.START)}", f"evidence = {json.dumps(svc['evidence'])}", ""]
+        if r.services_missing:
+            lines += ["[services_missing]  # the tests expect them; envyard cannot provide them"]
+            lines += [f"{q(k)} = {q(v)}" for k, v in r.services_missing.items()] + [""]
     for b in result.branches:
         lines += ["[[branch]]", f"candidate = {q(b['candidate'])}", f"why = {q(b['why'])}", f"state = {q(b['state'])}",
                   f"level = {b['level']}", f"seconds = {b['seconds']}", f"reason = {q(b['reason'])}",

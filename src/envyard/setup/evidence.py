@@ -31,6 +31,8 @@ Fact kinds:
     install_command    an install command line from CI, tox, Makefile, Dockerfile
     system_package     a Debian package                   {"name", [for, when]}
     service            a service the tests expect         {"name", [image, env]}
+    service_env        an environment variable the tests get that points at a service {"service", "name", "value"}
+    service_setting    a CI service container's own setting (POSTGRES_PASSWORD...) {"service", "host", "name", "value"}
     source_date        ISO 8601 UTC date of the source (via "git" | "pkg-info" | "mtime")
     package_dir, top_level_package, top_level_module
 """

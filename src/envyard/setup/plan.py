@@ -17,6 +17,7 @@ from typing import Callable
 
 from packaging.version import Version
 
+from . import services
 from .evidence import Evidence
 from .interpreters import TOOLS_BIN, Interpreter, NoPython, install_failure, install_with_uv, minor
 from .runners import default_runner
@@ -38,7 +39,7 @@ ENV = {"VIRTUAL_ENV": VENV,
 
 @dataclass
 class Step:
-    kind: str  # venv | requirements | project | packages | apt | repair
+    kind: str  # venv | requirements | project | packages | apt | services | repair
     command: str  # a shell command, run in the project root
     why: str  # the evidence rule(s) or repair that produced it
 
@@ -69,6 +70,8 @@ class Recipe:
     test_evidence: str = ""  # where that command was found (file:line and rule)
     packages: list[str] = field(default_factory=list)  # top-level importable names (for level 1)
     env: dict[str, str] = field(default_factory=dict)  # set by repairs (e.g. a locale); exported by setup.sh
+    services: list[dict] = field(default_factory=list)  # services provided for the tests (services.Service)
+    services_missing: dict[str, str] = field(default_factory=dict)  # kind → evidence: expected, not provided
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -259,6 +262,13 @@ def plan(ev: Evidence, cand: Candidate) -> Recipe:
     names = [f.value["name"] if isinstance(f.value, dict) else f.value
              for f in (*ev.of("top_level_package"), *ev.of("top_level_module"))]
     r.packages = sorted({n for n in names if isinstance(n, str) and n.isidentifier()} - {"setup", "conftest", "manage"})
+    needs = services.needed(ev)
+    if needs.provided:  # the servers and their scripts first: like system packages, nothing else depends on them
+        r.steps[0:0] = services.steps(needs.provided)
+        r.services = [s.to_dict() for s in needs.provided]
+    r.services_missing = dict(needs.missing)
+    r.env.update(needs.env)
+    r.notes += needs.notes
     apt_carried = [s for s in cand.carry if s.kind == "apt"]
     r.steps = apt_carried + r.steps + [s for s in cand.carry if s.kind != "apt"]
     seen: set[str] = set()

@@ -32,7 +32,7 @@ from ..errors import EnvyardError
 from ..store import Image
 from ..tls import ca_bundle
 from ..yard import Sandbox, Yard
-from . import importscan, runners
+from . import importscan, runners, services
 from .evidence import Evidence
 from .interpreters import SETUP_DISK, Interpreter, minor, setup_base
 from .plan import (APT_INSTALL, ENV, INSTALL, VENV, Candidate, Recipe, Step, apt_packages, apt_step, cutoff_of, plan,
@@ -214,6 +214,9 @@ class Search:
         self._cancels: dict[int, threading.Event] = {}
         self._live: set[Sandbox] = set()  # every sandbox the search has open, for Ctrl-C
         self._live_lock = threading.Lock()
+        # Sandboxes share the host's network: servers of two branches would meet on one port. Test runs that
+        # start services take turns (each stops its servers when it ends).
+        self._services_lock = threading.Lock()
 
     def track(self, sb: Sandbox, alive: bool = True) -> None:
         with self._live_lock:
@@ -355,6 +358,7 @@ class Search:
             raise Cancelled()
         b.recipe = recipe = plan(self.ev, b.cand)
         b.ws = ws = Workspace(self.yard, base, self.cache, cancel, b.log, self._tracker(b))
+        ws.env.update(recipe.env)  # what the project's CI gives its tests (service URLs...)
         self._say(b, "copying the source")
         ws.sb.upload(self.src, self.workdir)
         b.levels.append(self._install(b, ws, recipe))
@@ -600,6 +604,21 @@ class Search:
 
     # ---- the levels ----------------------------------------------------------------------------------------
 
+    def _tests_sh(self, b: Branch, ws: Workspace, recipe: Recipe, command: str):
+        """Run a command that collects or runs the tests: with the recipe's services started before it in the same
+        sandbox (and stopped after it), one branch at a time."""
+        if not recipe.services:
+            return ws.sh(command, self.workdir, self.test_timeout)
+        doing = b.doing
+        if not self._services_lock.acquire(blocking=False):
+            self._say(b, f"{doing} (waiting: another branch's tests hold the service ports)")
+            self._services_lock.acquire()
+        try:
+            self._say(b, f"{doing} with services")
+            return ws.sh(services.wrap(command), self.workdir, self.test_timeout)
+        finally:
+            self._services_lock.release()
+
     def _imports(self, b: Branch, ws: Workspace, recipe: Recipe):
         if not recipe.packages:
             return None, "no importable top-level package found", ""
@@ -657,7 +676,7 @@ class Search:
         tried: list[tuple[runners.Runner, str]] = []
         output = ""
         for runner in runners.runners(self.ev, self.src):
-            ok, why, out, timed_out = self._try_runner(b, ws, runner)
+            ok, why, out, timed_out = self._try_runner(b, ws, recipe, runner)
             if ok:
                 runners.use(recipe, runner)
                 before = f" (tried first: {runners.describe(tried)})"[:400] if tried else ""
@@ -669,13 +688,17 @@ class Search:
         detail = tried[0][1] if len(tried) == 1 else runners.describe(tried)
         return False, detail[:1000], output
 
-    def _try_runner(self, b: Branch, ws: Workspace, runner: runners.Runner) -> tuple[bool, str, str, bool]:
+    def _try_runner(self, b: Branch, ws: Workspace, recipe: Recipe,
+                    runner: runners.Runner) -> tuple[bool, str, str, bool]:
         """(found tests, detail, output to diagnose, timed out) for one runner: its collect-only form, or — for
         a runner without one (Django, a script) — a run of the tests, whose results L4 then uses."""
         if runner.collect:
             self._say(b, "L3 collecting tests" + (f" with {runner.source}" if runner.source else ""))
-            r = ws.sh(runner.collect, self.workdir, self.test_timeout)
+            r = self._tests_sh(b, ws, recipe, runner.collect)
             count = collected_count(r.stdout) if runner.kind == "pytest" else runners.listed_count(r.stdout)
+            down = services.start_failure(r.stderr) if r.exit_code == services.FAILED_EXIT else None
+            if down:  # stop here: no other runner gets the service either
+                return False, f"a service the tests expect did not start: {down}", "", True
             if r.timed_out:
                 return False, f"collection passed the {self.test_timeout:.0f}s limit", "", True
             if r.exit_code in (0, 5) and count > 0 and not (runner.kind != "pytest" and r.exit_code):
@@ -688,7 +711,10 @@ class Search:
             return False, (f"collection failed (exit {r.exit_code})" + (f": {errors[0][:200]}" if errors else "")), \
                 output, False
         self._say(b, f"L3 running {runner.source}")
-        r = ws.sh(runner.run(JUNIT), self.workdir, self.test_timeout)
+        r = self._tests_sh(b, ws, recipe, runner.run(JUNIT))
+        down = services.start_failure(r.stderr) if r.exit_code == services.FAILED_EXIT else None
+        if down:
+            return False, f"a service the tests expect did not start: {down}", "", True
         if r.timed_out:
             return False, f"the test run passed the {self.test_timeout:.0f}s limit", "", True
         tests = test_results(runner, r, ws.sb)
@@ -703,16 +729,33 @@ class Search:
         t = time.monotonic()
         runner = runners.of_recipe(recipe)
         if runner.collect is None and b.tests:  # L3 ran them already
-            return LevelResult(4, "tests run", True, runners.summary(b.tests) + " (the L3 run)", 0.0)
+            return self._missing_services(recipe, LevelResult(4, "tests run", True, runners.summary(b.tests)
+                                                              + " (the L3 run)", 0.0))
         self._say(b, "L4 running the tests")
-        r = ws.sh(runner.run(JUNIT), self.workdir, self.test_timeout)
+        r = self._tests_sh(b, ws, recipe, runner.run(JUNIT))
+        down = services.start_failure(r.stderr) if r.exit_code == services.FAILED_EXIT else None
+        if down:
+            return LevelResult(4, "tests run", False, f"a service the tests expect did not start: {down}",
+                               time.monotonic() - t)
         b.tests = test_results(runner, r, ws.sb)
         if r.timed_out:
             return LevelResult(4, "tests run", False, f"the test run passed the {self.test_timeout:.0f}s limit",
                                time.monotonic() - t)
         if not b.tests:
             return LevelResult(4, "tests run", False, f"no per-test results (exit {r.exit_code})", time.monotonic() - t)
-        return LevelResult(4, "tests run", True, runners.summary(b.tests), time.monotonic() - t)
+        return self._missing_services(recipe, LevelResult(4, "tests run", True, runners.summary(b.tests),
+                                                          time.monotonic() - t))
+
+    @staticmethod
+    def _missing_services(recipe: Recipe, level: LevelResult) -> LevelResult:
+        """L4 does not pass when the tests expect a service envyard cannot provide: whatever the pass ratio, some
+        of the suite could not run as the project runs it."""
+        if not recipe.services_missing:
+            return level
+        named = ", ".join(f"{k} ({where})" for k, where in recipe.services_missing.items())
+        level.ok = False
+        level.detail = f"the tests expect services envyard cannot provide: {named}; {level.detail}"
+        return level
 
     def _integrity(self, b: Branch, ws: Workspace) -> LevelResult:
         """The project's Python sources and tests are byte-identical after setup and the test run."""

@@ -139,12 +139,13 @@ class _Walker:
                     image = definition.get("image")
                     if isinstance(image, dict):
                         image = image.get("name")
-                    self.env(definition.get("env") or definition.get("environment"), service_env=True)
                     if image is None and "build" in definition:
                         continue                                # the project's own container, not a dependency
                 elif isinstance(definition, Scalar):
                     image = definition
-                self.service(str(name), image if isinstance(image, Scalar) else None, name)
+                kind = self.service(str(name), image if isinstance(image, Scalar) else None, name)
+                if kind and isinstance(definition, dict):
+                    self.settings(kind, str(name), definition.get("env") or definition.get("environment"))
         elif isinstance(value, list):                           # GitLab (images), Travis (names)
             for item in value:
                 if isinstance(item, dict):
@@ -157,23 +158,37 @@ class _Walker:
                     else:
                         self.service(str(item), item, item)
 
-    def service(self, name: str, image: Scalar | None, where) -> None:
+    def service(self, name: str, image: Scalar | None, where) -> str | None:
         service = (service_for_image(image) if image else None) or service_for_alias(name)
         if service is None and image is None:
             if self.system == "travis" and name not in ("docker", "xvfb"):
                 service = name
             else:
-                return
+                return None
         if service is None:
             service = image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
         value = {"name": service}
         if image:
             value["image"] = str(image)
         self.sink.add("service", value, self.rel, getattr(where, "line", None), f"{self.system}.services")
+        return service
 
-    def env(self, value, service_env: bool = False) -> None:
-        if service_env:
-            return                                              # a service's own settings (POSTGRES_PASSWORD...)
+    def settings(self, kind: str, host: str, value) -> None:
+        """A service container's own settings (POSTGRES_PASSWORD...): not a need of the tests, but how the
+        service is configured (its user, password, database), as `service_setting` facts."""
+        pairs: list[tuple[str, str, int | None]] = []
+        if isinstance(value, dict):
+            pairs = [(str(k), str(v), getattr(k, "line", None)) for k, v in value.items() if isinstance(v, Scalar)]
+        elif isinstance(value, list):                           # compose: ["POSTGRES_PASSWORD=x", ...]
+            for item in value:
+                if isinstance(item, Scalar) and "=" in item:
+                    k, _, v = item.partition("=")
+                    pairs.append((k.strip(), v.strip(), item.line))
+        for k, v, line in pairs:
+            self.sink.add("service_setting", {"service": kind, "host": host, "name": k, "value": v}, self.rel, line,
+                          f"{self.system}.services.env")
+
+    def env(self, value) -> None:
         pairs: list[tuple[str, str | None, int | None]] = []
         if isinstance(value, dict):
             for k, v in value.items():

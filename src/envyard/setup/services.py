@@ -1,0 +1,355 @@
+"""Services the tests expect (databases, caches), provided inside the environment.
+
+Evidence notices services (CI `services:`, compose files, environment variables that name them; see
+`data/services.toml`). For the kinds envyard knows how to provide — PostgreSQL and Redis, from Debian's archive —
+the plan adds an apt step that installs the server and a step that writes `/opt/envyard/services/start.sh` and
+`stop.sh`. start.sh starts each server as its own user (no systemd: `pg_ctlcluster`, `redis-server --daemonize`),
+on 127.0.0.1 at the port the project uses (the default unless its settings name another), waits until it answers
+(`pg_isready`, `redis-cli ping`, at most 30 s), and creates the roles, passwords and databases the project
+expects (from its CI service's settings — POSTGRES_USER/POSTGRES_PASSWORD/POSTGRES_DB — and the URLs and PG*
+variables its tests get; defaults postgres/postgres and a database `test`). When a server cannot start it says
+so on stderr (`envyard-services: cannot start KIND: why`) and exits 97.
+
+Services cannot outlive the transaction between two steps (each step runs in a fresh sandbox), so every command
+that runs the tests is wrapped (`wrap`): start.sh, the tests, then stop.sh. The environment variables the
+project's CI gives its tests (DATABASE_URL, PGHOST, REDIS_URL...) are exported, with a host that names a CI
+service container or localhost (`postgres`, `db`, `localhost`) rewritten to 127.0.0.1.
+
+A kind envyard cannot provide (MongoDB, Elasticsearch...) is `missing`: the tests cannot all run, so such a
+result never counts as verified.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import asdict, dataclass, field
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from .evidence import Evidence
+
+DIR = "/opt/envyard/services"
+START = f"{DIR}/start.sh"
+STOP = f"{DIR}/stop.sh"
+FAILED = "envyard-services: cannot start"  # start.sh's message when a service does not come up
+FAILED_EXIT = 97
+
+# What envyard can provide: the Debian packages and the default port of each kind.
+KINDS = {"postgres": {"packages": ["postgresql"], "port": 5432},
+         "redis": {"packages": ["redis-server"], "port": 6379}}
+DEFAULT_USER, DEFAULT_PASSWORD, DEFAULT_DB = "postgres", "postgres", "test"
+LOCAL_HOSTS = {"localhost", "127.0.0.1", "0.0.0.0", "::1", "[::1]", "host.docker.internal"}
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,62}$")
+_SECRET = re.compile(r"^[\x21-\x7e]{1,200}$")  # printable, no spaces
+_REDIS_SECRET = re.compile(r"^[A-Za-z0-9._~!@#%^&*+=,:;?/-]{1,200}$")  # no quotes: redis.conf reads it bare
+_GHA_PORT = re.compile(r"\$\{\{\s*job\.services\.[\w-]+\.ports\[\s*['\"]?(\d+)['\"]?\s*\]\s*\}\}")
+
+
+@dataclass
+class Service:
+    kind: str
+    port: int
+    packages: list[str]
+    users: list[tuple[str, str]] = field(default_factory=list)  # (role, password)
+    databases: list[tuple[str, str]] = field(default_factory=list)  # (database, owner)
+    password: str = ""  # redis: requirepass
+    trust: bool = False  # postgres: no password anywhere: local connections are trusted
+    evidence: list[str] = field(default_factory=list)  # "file:line (rule)"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Services:
+    provided: list[Service] = field(default_factory=list)
+    missing: dict[str, str] = field(default_factory=dict)  # kind → where the evidence says the tests expect it
+    env: dict[str, str] = field(default_factory=dict)  # exported for the tests
+    notes: list[str] = field(default_factory=list)
+
+
+def _where(f) -> str:
+    return f"{f.file}:{f.line} ({f.via})" if f.line else f"{f.file} ({f.via})"
+
+
+def expand(value: str) -> str | None:
+    """A CI value as the tests would see it: GitHub's `${{ job.services.X.ports[5432] }}` is the container's port
+    (which envyard uses); any other expression or shell/tox variable cannot be known here (None)."""
+    value = _GHA_PORT.sub(r"\1", value.strip().strip("\"'"))
+    if "${{" in value or re.search(r"\$\{?\w|\{env:|\{posargs", value):
+        return None
+    return value
+
+
+def local_host(host: str) -> bool:
+    """A host name that means "the service next to the tests": localhost, or a CI service container's name
+    (a single label such as `postgres` or `db`); never a dotted name or a real address."""
+    h = host.lower()
+    return h in LOCAL_HOSTS or bool(re.fullmatch(r"[a-z_][a-z0-9_-]*", h))
+
+
+def rewrite(name: str, value: str) -> str:
+    """The value with a local or CI-container host rewritten to 127.0.0.1 (URLs; *_HOST variables)."""
+    if "://" in value:
+        try:
+            parts = urlsplit(value)
+            host, port = parts.hostname, parts.port
+        except ValueError:
+            return value
+        if host and local_host(host):
+            auth = parts.netloc.rpartition("@")[0]
+            netloc = (auth + "@" if "@" in parts.netloc else "") + "127.0.0.1" + (f":{port}" if port else "")
+            return urlunsplit(parts._replace(netloc=netloc))
+        return value
+    if name.upper().endswith("HOST") and local_host(value):
+        return "127.0.0.1"
+    return value
+
+
+def parse_url(value: str) -> dict:
+    """user, password, host, port, database of a service URL (`postgresql+psycopg2://u:p@h:5432/db`)."""
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:
+        return {}
+    path = unquote(parts.path.lstrip("/"))
+    return {"scheme": parts.scheme, "user": unquote(parts.username) if parts.username else None,
+            "password": unquote(parts.password) if parts.password else None, "host": parts.hostname,
+            "port": port, "database": path.split("?")[0] or None}
+
+
+def needed(ev: Evidence) -> Services:
+    """The services the evidence says the tests expect: what envyard provides (with the roles, databases and
+    ports the project uses), what it cannot, and the environment variables to export for the tests."""
+    out = Services()
+    kinds: dict[str, list[str]] = {}
+    for f in ev.of("service"):
+        name = f.value.get("name") if isinstance(f.value, dict) else None
+        if isinstance(name, str):
+            kinds.setdefault(name, []).append(_where(f))
+    if "database" in kinds:  # a DATABASE_URL-like name with no value: often sqlite by default; nothing to provide
+        out.notes.append("a database variable is passed without a value (" + kinds.pop("database")[0]
+                         + "): its kind is unknown, no service is provided for it")
+    settings: dict[str, dict[str, str]] = {}
+    for f in ev.of("service_setting"):
+        v = f.value
+        if isinstance(v, dict) and isinstance(v.get("value"), str):
+            value = expand(v["value"])
+            if value is not None:
+                settings.setdefault(v["service"], {}).setdefault(v["name"].upper(), value)
+    env_of: dict[str, list[tuple[str, str]]] = {}
+    for f in ev.of("service_env"):
+        v = f.value
+        if not isinstance(v, dict) or not isinstance(v.get("value"), str) or v["name"] in out.env:
+            continue
+        value = expand(v["value"])
+        if value is None:
+            out.notes.append(f"{v['name']} is set from a value only CI knows ({_where(f)}): not exported")
+            continue
+        if not v["value"].strip():
+            continue
+        out.env[v["name"]] = rewrite(v["name"], value)
+        env_of.setdefault(v["service"], []).append((v["name"].upper(), value))
+    for kind, where in kinds.items():
+        if kind not in KINDS:
+            out.missing[kind] = where[0]
+            continue
+        env = env_of.get(kind, [])
+        svc = _postgres(settings.get(kind, {}), env) if kind == "postgres" else _redis(env)
+        svc.evidence = where[:5]
+        out.provided.append(svc)
+    for kind, where in out.missing.items():
+        out.notes.append(f"the tests expect {kind} ({where}), which envyard cannot provide yet")
+    return out
+
+
+def _port(env: list[tuple[str, str]], names: tuple[str, ...], default: int) -> int:
+    ports = set()
+    for name, value in env:
+        if "://" in value:
+            p = parse_url(value).get("port")
+            if p:
+                ports.add(p)
+        elif name in names and value.isdigit():
+            ports.add(int(value))
+    return ports.pop() if len(ports) == 1 and 0 < next(iter(ports)) < 65536 else default
+
+
+def _postgres(settings: dict[str, str], env: list[tuple[str, str]]) -> Service:
+    svc = Service("postgres", _port(env, ("PGPORT", "POSTGRES_PORT"), 5432), list(KINDS["postgres"]["packages"]))
+    users: dict[str, str | None] = {}
+    dbs: dict[str, str] = {}
+
+    def user(name, password=None):
+        if name and _NAME.match(name):
+            if password and _SECRET.match(password):
+                users[name] = password
+            else:
+                users.setdefault(name, None)
+            return name
+        return None
+
+    def db(name, owner):
+        if name and _NAME.match(name):
+            dbs.setdefault(name, owner)
+
+    main = user(settings.get("POSTGRES_USER") or DEFAULT_USER, settings.get("POSTGRES_PASSWORD")) or DEFAULT_USER
+    if settings.get("POSTGRES_DB"):
+        db(settings["POSTGRES_DB"], main)
+    trust = settings.get("POSTGRES_HOST_AUTH_METHOD", "").lower() == "trust"
+    values = dict(env)
+    owner = user(values.get("PGUSER") or values.get("POSTGRES_USER"),
+                 values.get("PGPASSWORD") or values.get("POSTGRES_PASSWORD")) or main
+    db(values.get("PGDATABASE") or values.get("POSTGRES_DB"), owner)
+    for _name, value in env:
+        if "://" in value:
+            u = parse_url(value)
+            who = user(u.get("user"), u.get("password")) or main
+            db(u.get("database"), who)
+    if not dbs:
+        db(DEFAULT_DB, main)
+    svc.trust = trust or not any(users.values())
+    svc.users = [(u, p or DEFAULT_PASSWORD) for u, p in users.items()]
+    svc.databases = [(d, o) for d, o in dbs.items() if d != "postgres"]
+    return svc
+
+
+def _redis(env: list[tuple[str, str]]) -> Service:
+    svc = Service("redis", _port(env, ("REDIS_PORT",), 6379), list(KINDS["redis"]["packages"]))
+    for _name, value in env:
+        if "://" in value:
+            password = parse_url(value).get("password")
+            if password and _REDIS_SECRET.match(password):
+                svc.password = password
+    for name, value in env:
+        if name == "REDIS_PASSWORD" and _REDIS_SECRET.match(value):
+            svc.password = value
+    return svc
+
+
+# ---------------------------------------------------------------------------------------------------- scripts
+
+def _sql_literal(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def postgres_sql(svc: Service) -> str:
+    """Roles (superusers, as the postgres image's POSTGRES_USER is) and databases, idempotent."""
+    lines = []
+    for role, password in svc.users:
+        lit = _sql_literal(role)
+        lines += [f"SELECT format('CREATE ROLE %I', {lit}) WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = "
+                  f"{lit})\\gexec",
+                  f"SELECT format('ALTER ROLE %I WITH LOGIN SUPERUSER PASSWORD %L', {lit}, "
+                  f"{_sql_literal(password)})\\gexec"]
+    for name, owner in svc.databases:
+        lines.append(f"SELECT format('CREATE DATABASE %I OWNER %I', {_sql_literal(name)}, {_sql_literal(owner)}) "
+                     f"WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = {_sql_literal(name)})\\gexec")
+    return "\n".join(lines) + "\n"
+
+
+def _postgres_start(svc: Service) -> str:
+    method = "trust" if svc.trust else "scram-sha-256"
+    p = svc.port
+    return f"""# postgres on 127.0.0.1:{p}, as the postgres user
+set -- $(pg_lsclusters -h 2>/dev/null | head -n 1)
+[ $# -ge 4 ] || fail postgres "no cluster (is postgresql installed?)"
+v=$1 c=$2
+if [ "$4" != online ]; then
+  pg_isready -q -h 127.0.0.1 -p {p} && fail postgres "port {p} on 127.0.0.1 is taken by a server outside this environment"
+  printf '%s\\n' "listen_addresses = '127.0.0.1'" "port = {p}" "fsync = off" "synchronous_commit = off" \\
+    "full_page_writes = off" > /etc/postgresql/$v/$c/conf.d/envyard.conf
+  printf '%s\\n' "local all all trust" "host all all 127.0.0.1/32 {method}" "host all all ::1/128 {method}" \\
+    > /etc/postgresql/$v/$c/pg_hba.conf
+  install -d -o postgres -g postgres -m 2775 /var/run/postgresql
+  pg_ctlcluster $v $c start >/tmp/envyard-postgres-start.log 2>&1 || \\
+    fail postgres "pg_ctlcluster $v $c start failed: $(tail -n 3 /tmp/envyard-postgres-start.log \\
+      /var/log/postgresql/postgresql-$v-$c.log 2>/dev/null | tr '\\n' ' ')"
+fi
+i=0
+until pg_isready -q -h 127.0.0.1 -p {p}; do
+  i=$((i + 1)); [ $i -lt 60 ] || fail postgres "not ready after 30 s"; sleep 0.5
+done
+su postgres -s /bin/sh -c "psql -X -q -v ON_ERROR_STOP=1 -p {p} -f {DIR}/postgres.sql" >/tmp/envyard-postgres-init.log \\
+  2>&1 || fail postgres "could not create its roles and databases: $(tail -n 3 /tmp/envyard-postgres-init.log)"
+"""
+
+
+def _redis_conf(svc: Service) -> str:
+    return (f"bind 127.0.0.1\nport {svc.port}\ndaemonize yes\nsave \"\"\nappendonly no\ndir /tmp\n"
+            f"pidfile /tmp/envyard-redis.pid\nlogfile /tmp/envyard-redis.log\n"
+            + (f"requirepass {svc.password}\n" if svc.password else ""))
+
+
+def _redis_start(svc: Service) -> str:
+    p = svc.port
+    auth = f"REDISCLI_AUTH={shlex.quote(svc.password)} " if svc.password else ""
+    return f"""# redis on 127.0.0.1:{p}, as the redis user
+if ! {{ [ -f /tmp/envyard-redis.pid ] && kill -0 "$(cat /tmp/envyard-redis.pid)" 2>/dev/null; }}; then
+  {auth}redis-cli -h 127.0.0.1 -p {p} ping >/dev/null 2>&1 && \\
+    fail redis "port {p} on 127.0.0.1 is taken by a server outside this environment"
+  su redis -s /bin/sh -c "redis-server {DIR}/redis.conf" || fail redis "redis-server failed: $(tail -n 3 /tmp/envyard-redis.log 2>/dev/null)"
+fi
+i=0
+until {auth}redis-cli -h 127.0.0.1 -p {p} ping 2>/dev/null | grep -q PONG; do
+  i=$((i + 1)); [ $i -lt 60 ] || fail redis "not ready after 30 s: $(tail -n 3 /tmp/envyard-redis.log 2>/dev/null)"; sleep 0.5
+done
+"""
+
+
+def start_script(services: list[Service]) -> str:
+    body = "".join(_postgres_start(s) if s.kind == "postgres" else _redis_start(s) for s in services)
+    return ("#!/bin/sh\n# written by `envyard setup`: starts the services the tests expect, inside this environment"
+            " (no systemd);\n# idempotent. Run it before the tests (test.sh does).\nset -u\n"
+            f'fail() {{ echo "{FAILED} $1: $2" >&2; exit {FAILED_EXIT}; }}\n' + body
+            + 'echo "envyard-services: ' + ", ".join(f"{s.kind} on 127.0.0.1:{s.port}" for s in services)
+            + ' ready" >&2\n')
+
+
+def stop_script(services: list[Service]) -> str:
+    body = ""
+    for s in services:
+        if s.kind == "postgres":
+            body += ("pg_lsclusters -h 2>/dev/null | while read -r v c _port status _rest; do\n"
+                     '  [ "$status" = online ] && pg_ctlcluster "$v" "$c" stop -m fast\ndone\n')
+        else:
+            auth = f"REDISCLI_AUTH={shlex.quote(s.password)} " if s.password else ""
+            body += (f"{auth}redis-cli -h 127.0.0.1 -p {s.port} shutdown nosave >/dev/null 2>&1\n"
+                     "rm -f /tmp/envyard-redis.pid\n")
+    return "#!/bin/sh\n# written by `envyard setup`: stops what start.sh started\n" + body + "exit 0\n"
+
+
+def _write(path: str, text: str, mode: str = "644") -> str:
+    """One line of shell that writes `text` to `path` (a line a printf argument, so setup.sh and a Dockerfile's
+    RUN can both hold it)."""
+    lines = text.rstrip("\n").split("\n")
+    return f"printf '%s\\n' {' '.join(shlex.quote(l) for l in lines)} > {path} && chmod {mode} {path}"
+
+
+def steps(services: list[Service]):
+    """The recipe steps that provide `services`: the Debian packages, then the scripts."""
+    from .plan import Step, apt_step
+
+    kinds = ", ".join(f"{s.kind} (from {s.evidence[0]})" if s.evidence else s.kind for s in services)
+    packages = sorted({p for s in services for p in s.packages})
+    writes = [f"mkdir -p {DIR}", _write(START, start_script(services), "755"), _write(STOP, stop_script(services), "755")]
+    for s in services:
+        if s.kind == "postgres":
+            writes.append(_write(f"{DIR}/postgres.sql", postgres_sql(s)))
+        elif s.kind == "redis":
+            writes.append(_write(f"{DIR}/redis.conf", _redis_conf(s), "640") + f" && chown redis {DIR}/redis.conf")
+    return [apt_step(packages, f"services the tests expect: {kinds}"),
+            Step("services", " && ".join(writes), f"start/stop scripts for {', '.join(s.kind for s in services)}")]
+
+
+def wrap(command: str) -> str:
+    """`command` (a test run or collection) with the services started before it and stopped after it, in the
+    same sandbox: nothing started in one step survives into the next. Its exit code is the command's."""
+    return f"{START} && ( {command}\n); envyard_rc=$?; {STOP}; exit $envyard_rc"
+
+
+def start_failure(output: str) -> str | None:
+    """start.sh's reason, when a service did not come up."""
+    m = re.search(re.escape(FAILED) + r" (.+)", output)
+    return m.group(1).strip()[:400] if m else None

@@ -1,0 +1,177 @@
+"""Services the tests expect (envyard.setup.services): planning, URL parsing and env rewriting (fast), and an end
+to end setup whose tests need PostgreSQL and Redis from Debian's archive."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from envyard.setup import services
+from envyard.setup.evidence import gather
+from envyard.setup.interpreters import host_interpreter
+from envyard.setup.plan import Candidate, plan
+
+REPOS = Path(__file__).resolve().parent / "fixtures" / "repos"
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def recipe(root: Path):
+    return plan(gather(root), Candidate(host_interpreter()))
+
+
+# ---------------------------------------------------------------------------------------------------- fast
+
+def test_parse_url():
+    assert services.parse_url("postgresql+psycopg2://u%40x:p%2Fw@db:5433/app?sslmode=disable") == {
+        "scheme": "postgresql+psycopg2", "user": "u@x", "password": "p/w", "host": "db", "port": 5433,
+        "database": "app"}
+    assert services.parse_url("redis://localhost/2")["database"] == "2"
+    assert services.parse_url("postgres://x:notaport/db") == {}
+
+
+@pytest.mark.parametrize("name,value,expect", [
+    ("DATABASE_URL", "postgresql://u:p@localhost:5432/db", "postgresql://u:p@127.0.0.1:5432/db"),
+    ("DATABASE_URL", "postgres://postgres@postgres/test", "postgres://postgres@127.0.0.1/test"),  # a CI container
+    ("REDIS_URL", "redis://redis:6379/0", "redis://127.0.0.1:6379/0"),
+    ("REDIS_URL", "redis://:pw@cache.example.com:6379", "redis://:pw@cache.example.com:6379"),  # a real host: kept
+    ("PGHOST", "postgres", "127.0.0.1"),
+    ("PGHOST", "localhost", "127.0.0.1"),
+    ("PGHOST", "db.internal.example", "db.internal.example"),
+    ("PGPORT", "5432", "5432"),
+])
+def test_rewrite_hosts(name, value, expect):
+    assert services.rewrite(name, value) == expect
+
+
+def test_expand_ci_values():
+    assert services.expand("postgres://u:p@localhost:${{ job.services.postgres.ports[5432] }}/db") == \
+        "postgres://u:p@localhost:5432/db"
+    assert services.expand("${{ job.services.pg.ports['5432'] }}") == "5432"
+    assert services.expand("${{ secrets.DB }}") is None
+    assert services.expand("postgres://$USER@localhost/db") is None
+    assert services.expand("{env:DATABASE_URL:postgres://localhost/x}") is None
+
+
+def test_github_services_settings_and_env_make_the_plan(tmp_path):
+    root = write(tmp_path, {"pyproject.toml": '[project]\nname = "x"\nversion = "1"\n', "x/__init__.py": "",
+                            ".github/workflows/ci.yml": (
+        "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    services:\n      db:\n        image: postgres:16\n"
+        "        env:\n          POSTGRES_USER: app\n          POSTGRES_PASSWORD: pw\n          POSTGRES_DB: appdb\n"
+        "      cache:\n        image: redis:7-alpine\n"
+        "    env:\n      PGHOST: db\n      PGUSER: app\n      PGPASSWORD: pw\n      PGDATABASE: other\n"
+        "      REDIS_URL: redis://cache:6380/0\n      SECRET: ${{ secrets.X }}\n"
+        "    steps:\n      - run: pytest\n")})
+    ev = gather(root)
+    assert {"service": "postgres", "host": "db", "name": "POSTGRES_PASSWORD", "value": "pw"} in \
+        [f.value for f in ev.of("service_setting")]
+    r = recipe(root)
+    assert [s.kind for s in r.steps[:2]] == ["apt", "services"]
+    assert "postgresql" in r.steps[0].command and "redis-server" in r.steps[0].command
+    assert r.env == {"PGHOST": "127.0.0.1", "PGUSER": "app", "PGPASSWORD": "pw", "PGDATABASE": "other",
+                     "REDIS_URL": "redis://127.0.0.1:6380/0"}
+    pg, rd = r.services
+    assert (pg["kind"], pg["port"], pg["users"], pg["databases"], pg["trust"]) == \
+        ("postgres", 5432, [("app", "pw")], [("appdb", "app"), ("other", "app")], False)
+    assert (rd["kind"], rd["port"]) == ("redis", 6380)  # the port the tests are told
+    assert r.services_missing == {}
+    assert f"> {services.START}" in r.steps[1].command and "\n" not in r.steps[1].command  # one line (Dockerfile RUN)
+
+
+def test_defaults_and_trust_when_no_password(tmp_path):
+    root = write(tmp_path, {"setup.py": "from setuptools import setup\nsetup(name='x')\n", "x.py": "",
+                            ".travis.yml": "language: python\nservices:\n  - postgresql\n  - redis-server\n"})
+    pg, rd = recipe(root).services
+    assert pg["users"] == [("postgres", "postgres")] and pg["databases"] == [("test", "postgres")]
+    assert pg["trust"] is True and pg["port"] == 5432 and rd["port"] == 6379
+    assert "127.0.0.1/32 trust" in services.start_script([services.Service(**{**pg, "users": pg["users"]})])
+
+
+def test_sql_and_names_are_quoted():
+    svc = services.Service("postgres", 5432, ["postgresql"], users=[("app", "it's")], databases=[("db", "app")])
+    sql = services.postgres_sql(svc)
+    assert "PASSWORD %L', 'app', 'it''s')" in sql and "\\gexec" in sql
+    # a name that is not a plain identifier is never used
+    ev_env = [("DATABASE_URL", "postgresql://u;drop:x@localhost/d$b")]
+    assert services._postgres({}, ev_env).databases == [("test", "postgres")]
+
+
+def test_unknown_and_valueless_services(tmp_path):
+    root = write(tmp_path, {"setup.py": "from setuptools import setup\nsetup(name='x')\n", "x.py": "",
+                            "tox.ini": "[testenv]\npassenv = DATABASE_URL\ncommands = pytest\n",
+                            "docker-compose.yml": "services:\n  es:\n    image: elasticsearch:8.1\n"})
+    r = recipe(root)
+    assert r.services == [] and list(r.services_missing) == ["elasticsearch"]
+    assert "docker-compose.yml" in r.services_missing["elasticsearch"]
+    assert any("database variable is passed without a value" in n for n in r.notes)
+    assert not any(s.kind == "services" for s in r.steps)
+
+
+def test_missing_service_fails_l4_and_verification():
+    from envyard.setup.engine import SetupResult
+    from envyard.setup.plan import Recipe
+    from envyard.setup.search import LevelResult, Search
+
+    r = Recipe(host_interpreter(), services_missing={"mongo": ".travis.yml:5 (travis.services)"})
+    level = Search._missing_services(r, LevelResult(4, "tests run", True, "10 passed"))
+    assert level.ok is False and "mongo (.travis.yml:5" in level.detail
+    levels = [LevelResult(n, "x", True) for n in range(4)] + [level]
+    result = SetupResult("n", "img", 3, levels, r, replay={"ok": True})
+    assert result.verified is False and result.status == "unverified"
+
+
+def test_wrap_keeps_the_exit_code_and_stops_services(tmp_path):
+    """wrap() as /bin/sh runs it, with stand-ins for start.sh and stop.sh."""
+    log = tmp_path / "log"
+    start, stop = tmp_path / "start.sh", tmp_path / "stop.sh"
+    start.write_text(f"#!/bin/sh\necho start >> {log}\n")
+    stop.write_text(f"#!/bin/sh\necho stop >> {log}\n")
+    for f in (start, stop):
+        f.chmod(0o755)
+    cmd = services.wrap("cd / && exit 5").replace(services.START, str(start)).replace(services.STOP, str(stop))
+    assert subprocess.run(["sh", "-c", cmd]).returncode == 5
+    assert log.read_text() == "start\nstop\n"
+    start.write_text(f"#!/bin/sh\necho '{services.FAILED} postgres: no cluster' >&2\nexit {services.FAILED_EXIT}\n")
+    p = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True)
+    assert p.returncode == services.FAILED_EXIT and services.start_failure(p.stderr) == "postgres: no cluster"
+
+
+# ---------------------------------------------------------------------------------------------------- end to end
+
+@pytest.mark.timeout(1500)  # apt installs postgresql and redis-server (twice: the search and the clean replay)
+def test_postgres_and_redis_are_provided_and_the_suite_passes(tmp_path):
+    import shutil
+
+    src = tmp_path / "services_app"
+    shutil.copytree(REPOS / "services_app", src)
+    out = tmp_path / "contract"
+    home = tmp_path / "home"
+    env = {"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC}
+    r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", str(src), "--python", "3.11", "--out",
+                        str(out), "--json"], capture_output=True, text=True, env=env, timeout=1400, cwd="/tmp")
+    try:
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        data = json.loads(r.stdout)
+        assert data["status"] == "verified" and data["level"] == 4 and data["pass_ratio"] == 1.0, data["reason"]
+        assert data["tests_total"] == 5 and data["replay"]["statuses_same"] == 5
+        assert [s["kind"] for s in data["recipe"]["services"]] == ["postgres", "redis"]
+        assert data["recipe"]["env"]["DATABASE_URL"] == "postgresql://svc:s3cret@127.0.0.1:5432/svcdemo"
+        contract = tomllib.loads((out / "envyard.toml").read_text())
+        assert [(s["kind"], s["port"]) for s in contract["service"]] == [("postgres", 5432), ("redis", 6379)]
+        assert services.START in (out / "test.sh").read_text()
+        assert "apt-get install" in (out / "setup.sh").read_text()
+        assert services.START in (out / "Dockerfile").read_text()
+    finally:
+        subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env=env, capture_output=True)
