@@ -258,19 +258,21 @@ class Bench:
                 t0 = time.perf_counter()
                 _, infos = venv.reset()
                 t1 = time.perf_counter()
-                infra = [i.get("infra_detail") or i["infra_error"] for i in infos if i.get("infra_error")]
+                infra = [d or e for e, d in zip(infos["infra_error"], infos.get("infra_detail", [None] * n)) if e]
                 if infra:
                     raise RuntimeError(f"reset: {len(infra)} of {n} environments failed to start: {infra[0]}")
                 self._envyard_steps(venv, n, steps, run)
                 t2 = time.perf_counter()
                 _, rewards, term, _, infos = venv.step(["submit"] * n)
                 t3 = time.perf_counter()
-                for r, done, info in zip(rewards, term, infos):
-                    if r != 1.0 or not done or info.get("infra_error"):
+                info_of = lambda k, i: infos[k][i] if k in infos and infos[f"_{k}"][i] else None  # noqa: E731
+                for i, (r, done) in enumerate(zip(rewards, term)):
+                    if r != 1.0 or not done or info_of("infra_error", i):
                         run.failed_episodes += 1
                         if len(run.errors) < 5:
-                            run.errors.append(f"reward {r}, terminated {done}, infra {info.get('infra_error')}: "
-                                              f"{(info.get('infra_detail') or info.get('verifier_output') or '')[-200:]}")
+                            detail = info_of("infra_detail", i) or info_of("verifier_output", i) or ""
+                            run.errors.append(f"reward {r}, terminated {done}, infra {info_of('infra_error', i)}: "
+                                              f"{detail[-200:]}")
                 run.rounds.append({"start_s": t1 - t0, "steps_s": t2 - t1, "verify_s": t3 - t2})
                 run.steps_wall_s += t2 - t1
         finally:

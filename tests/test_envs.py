@@ -283,11 +283,11 @@ def test_vector_env_send_recv(yard, tmp_path):
         start = _time.monotonic()
         got = venv.recv(min_results=3)
         assert _time.monotonic() - start < 1.5
-        assert sorted(got[5]) == [1, 2, 3]
+        assert sorted(got[5].tolist()) == [1, 2, 3]
         rest = venv.recv()
-        assert rest[5] == [0]
+        assert rest[5].tolist() == [0]
         obs, rewards, term, trunc, infos = venv.step(["submit"] * 4)
-        assert rewards == [0.0, 1.0, 1.0, 0.0] and all(term)
+        assert rewards.tolist() == [0.0, 1.0, 1.0, 0.0] and term.all()
         with pytest.raises(Exception):
             venv.send(["true"], [7])
     finally:
