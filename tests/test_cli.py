@@ -493,14 +493,33 @@ def test_rollout_openai_empty_key_is_a_one_line_error(cli):
 def test_rollout_out_dir(cli, tmp_path):
     out = tmp_path / "out"
     data = cli.json("rollout", str(HELLO), str(HELLO), "--policy", "noop", "--out", str(out), "--json")
-    trajectories = sorted(out.glob("*.jsonl"))
+    trajectories = sorted(p for p in out.glob("*.jsonl") if p.name != "episodes.jsonl")
     assert len(trajectories) == 2
-    assert sorted(p.name for p in out.iterdir()) == sorted([*(p.name for p in trajectories), "summary.json"])
+    assert sorted(p.name for p in out.iterdir()) == sorted([*(p.name for p in trajectories), "summary.json",
+                                                            "episodes.jsonl"])
+    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert sorted((r["reward"], r["metadata"]["attempt"]) for r in records) == [(0.0, 0), (0.0, 1)]  # in order of completion
     assert sorted(ep["trajectory"] for ep in data["episodes"]) == [str(p) for p in trajectories]
     assert json.loads((out / "summary.json").read_text()) == data
     lines = [json.loads(line) for line in trajectories[0].read_text().splitlines()]
     assert lines[0]["role"] == "user"
     assert lines[-1]["role"] == "envyard_result" and lines[-1]["task"] == "hello-file"
+
+
+def test_rollout_attempts_and_resume(cli, tmp_path):
+    out = tmp_path / "out"
+    data = cli.json("rollout", str(HELLO), "--attempts", "2", "--out", str(out), "--json")
+    assert data["summary"]["attempts"] == 2 and data["summary"]["pass@2"] == 1.0 and data["summary"]["tasks"] == 1
+    assert [ep["attempt"] for ep in data["episodes"]] == [0, 1]
+    lines = (out / "episodes.jsonl").read_text().splitlines()
+    (out / "episodes.jsonl").write_text(lines[0] + "\n")  # as if interrupted after the first episode
+    again = cli.json("rollout", str(HELLO), "--attempts", "2", "--out", str(out), "--resume", "--json")
+    assert again["episodes"][0] == data["episodes"][0]  # not run again
+    assert again["summary"]["episodes"] == 2 and again["summary"]["pass@2"] == 1.0
+    assert len((out / "episodes.jsonl").read_text().splitlines()) == 2
+    expect_error(cli("rollout", str(HELLO), "--out", str(out)), 2)  # holds episodes: --resume or another dir
+    expect_error(cli("rollout", str(HELLO), "--resume"), 2)
+    expect_error(cli("rollout", str(HELLO), "--attempts", "0"), 2)
 
 
 def test_rollout_infra_failure_exits_1(cli, tmp_path):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import statistics
 import threading
 from pathlib import Path
 from typing import Optional
@@ -59,13 +58,18 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint for openai:MODEL "
                                                "(default $OPENAI_BASE_URL); the key comes from $OPENAI_API_KEY."),
         concurrency: int = typer.Option(4, "--concurrency", "-c", help="Episodes at once."),
-        out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Write one JSONL trajectory per episode here."),
+        out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Write episodes.jsonl (one chat record per "
+                                               "episode), one JSONL trajectory per episode and summary.json here."),
+        attempts: int = typer.Option(1, "--attempts", "-k", help="Run each task this many times; the summary "
+                                     "gives pass@k."),
+        resume: bool = typer.Option(False, "--resume", help="Continue an interrupted --out directory: the episodes "
+                                    "its episodes.jsonl holds are not run again; the summary covers all."),
         as_json: bool = typer.Option(False, "--json", help="Print the episodes and summary as JSON."),
         backend: str = typer.Option("local", "--backend", help="Where the agent's and the verifier's sandboxes run: "
                                     "local (default) or docker (docs/docker.md)."),
     ):
         """Run a policy on tasks; print reward, steps, time and infrastructure failures per episode."""
-        from ..envs.rollout import make_policy, run_rollouts
+        from ..envs.rollout import make_policy, run_rollouts, summarize
         from ..envs.task import find_tasks
 
         try:
@@ -73,6 +77,14 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                 from ..errors import BadInput
 
                 raise BadInput(f"--concurrency must be at least 1, got {concurrency}")
+            if attempts < 1:
+                from ..errors import BadInput
+
+                raise BadInput(f"--attempts must be at least 1, got {attempts}")
+            if resume and out_dir is None:
+                from ..errors import BadInput
+
+                raise BadInput("--resume needs --out DIR", fix="pass the --out directory of the run to resume")
             found = find_tasks(tasks)
             factory = make_policy(policy, base_url=base_url)
             yard = make_yard(backend)
@@ -80,24 +92,18 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                                 TextColumn("{task.description}"), console=err, disable=as_json or not err.is_terminal)
             lock = threading.Lock()
             with progress:
-                bar = progress.add_task("", total=len(found))
+                bar = progress.add_task("", total=len(found) * attempts)
 
                 def done(ep):
                     with lock:
                         progress.update(bar, advance=1, description=f"{ep.task}: {ep.reward}")
 
-                episodes = run_rollouts(yard, found, factory, concurrency=concurrency, out_dir=out_dir, on_done=done)
+                episodes = run_rollouts(yard, found, factory, concurrency=concurrency, out_dir=out_dir, on_done=done,
+                                        attempts=attempts, resume=resume)
             yard.close()
         except EnvyardError as e:
             fail(e)
-        scored = [e.reward for e in episodes if e.infra_error is None and e.reward is not None]
-        summary = {
-            "episodes": len(episodes), "policy": policy,
-            "mean_reward": round(statistics.mean(scored), 4) if scored else None,
-            "solved": sum(1 for r in scored if r >= 1.0),
-            "infra_failures": sum(1 for e in episodes if e.infra_error),
-            "median_wall_time": round(statistics.median(e.wall_time for e in episodes), 3),
-        }
+        summary = summarize(episodes, policy, attempts)
         if out_dir is not None:
             (out_dir / "summary.json").write_text(json.dumps(
                 {"summary": summary, "episodes": [e.to_dict() for e in episodes]}, indent=2))
@@ -115,5 +121,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                               highlight=False)
             out.print(f"{summary['solved']}/{len(episodes)} solved, mean reward {summary['mean_reward']}, "
                       f"{summary['infra_failures']} infrastructure failures")
+            if attempts > 1:
+                out.print(f"{summary['tasks']} tasks × {attempts} attempts: pass@1 {summary['pass@1']}, "
+                          f"pass@{attempts} {summary[f'pass@{attempts}']}")
         failed_infra = summary["infra_failures"] > 0
         raise typer.Exit(1 if failed_infra else 0)

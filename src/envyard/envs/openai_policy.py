@@ -201,6 +201,8 @@ class OpenAIPolicy:
         self._pending: str | None = None  # id of the bash call whose output the next act() receives
         self._started = False
 
+    tools = TOOLS  # the function schemas offered to the model (recorded with each episode)
+
     # ---- Policy protocol ------------------------------------------------------------------------------------
 
     def start(self, task: Task, instruction: str) -> None:
@@ -246,6 +248,14 @@ class OpenAIPolicy:
                 return SUBMIT
         self.stop_reason = "no_tool_call"
         return SUBMIT
+
+    def finish(self, observation: str) -> None:
+        """The episode ended after a bash call (a step or time budget ran out): record that call's output as
+        its tool result, so the conversation ends with every tool call answered."""
+        if self._pending is not None:
+            self.messages.append({"role": "tool", "tool_call_id": self._pending,
+                                  "content": truncate_middle(observation, self.max_observation_chars)})
+            self._pending = None
 
     # ---- helpers --------------------------------------------------------------------------------------------
 
