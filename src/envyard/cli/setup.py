@@ -35,11 +35,14 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
 
         Candidates (Python version, dependency cut-off) run as parallel branches; failed steps are repaired from
         snapshots. Levels: L0 install · L1 imports · L2 missing imports (reported) · L3 tests collected ·
-        L4 tests run. Verified = L3 or better, sources unchanged, and a clean replay of setup.sh reaches the
-        same level. Only a verified environment is saved as the image NAME; an unverified one is saved as
-        NAME with the tag `unverified` (setup/x:unverified; a tag T becomes T-unverified). A failure inside the
-        project's own code (a project bug) stops the search at once. Exit 0 when verified, 1 when not (the
-        reason is printed), 2 on bad input (a bad --out is refused before the run), 130 on Ctrl-C."""
+        L4 tests run. Verified = L4 with a pass ratio of at least 0.9, sources unchanged, every service the
+        tests expect provided, and a clean replay of setup.sh reaches the same level. Only a verified
+        environment is saved as the image NAME; one the replay reproduced but below that (L3 only, a lower pass
+        ratio, a missing service) is `partial`, saved with the tag `partial` (setup/x:partial); any other is
+        saved with the tag `unverified` (setup/x:unverified; a tag T becomes T-partial / T-unverified). A
+        failure inside the project's own code (a project bug) stops the search at once. Exit 0 when verified,
+        1 when not (the reason is printed), 2 on bad input (a bad --out is refused before the run), 130 on
+        Ctrl-C."""
         from ..setup.engine import check_contract_dir, setup_directory, write_contract
         from ..setup.sources_fetch import fetch
         from ..store import parse_image_name
@@ -167,13 +170,15 @@ def _print_result(out, result, contract) -> None:
         out.print(f"[red]project bug[/]: the project's own code fails (no repair or other Python can fix it):\n"
                   f"{escape(result.project_bug['traceback'][-1500:])}")
     if result.replay:
-        out.print(("[green]verified[/]: " if result.verified else "[red]not verified[/]: ")
+        out.print(("[green]replay[/]: " if result.replay.get("ok") else "[red]replay failed[/]: ")
                   + escape(result.replay.get("detail", "")))
     if result.reason and not result.verified:
-        out.print(f"[yellow]stopped at {escape(result.reason)}[/]")
-    status = {"verified": "[green]verified[/]", "unverified": "[red]NOT verified[/]",
-              "project-bug": "[red]NOT verified (project bug)[/]", "failed": "[red]failed[/]"}[result.status]
-    saved = (f"image {escape(result.image)}" + ("" if result.verified else " (unverified: not saved under "
+        out.print(f"[yellow]{'not verified: ' if result.status == 'partial' else 'stopped at '}"
+                  f"{escape(result.reason)}[/]")
+    status = {"verified": "[green]verified[/]", "partial": "[yellow]partial (reproduced, NOT verified)[/]",
+              "unverified": "[red]NOT verified[/]", "project-bug": "[red]NOT verified (project bug)[/]",
+              "failed": "[red]failed[/]"}[result.status]
+    saved = (f"image {escape(result.image)}" + ("" if result.verified else f" ({result.status}: not saved under "
                                                   f"{escape(result.name)})") if result.image else "no image")
     out.print(f"result: {status} · level reached {escape(result.level_name)} · {saved} · contract in "
               f"{escape(str(contract))}")

@@ -3,9 +3,12 @@
 Levels: L0 every install step exits 0 · L1 the project's packages import from outside the source tree ·
 L2 no missing imports across the repository (reported; does not gate) · L3 the test runner collects more than
 zero tests · L4 the tests run, with per-test statuses and a pass ratio. The level reached is the highest with
-every gating level below it passed. Verified = L3 or better, the project's Python files unchanged, and a clean
-replay of the recipe on a fresh setup base reaching the same level (the same number of tests collected; at L4
-the tests run again and the per-test statuses are compared and reported).
+every gating level below it passed. Verified = L4 with a pass ratio of at least 0.9, the project's Python files
+unchanged, every service the tests expect provided, and a clean replay of the recipe on a fresh setup base
+reaching the same level (the same number of tests collected; at L4 the tests run again and the per-test
+statuses are compared and reported). A result the replay reproduced that falls short of that (L3 only, a lower
+pass ratio, a service missing) is `partial`, saved as NAME:partial; anything else that installed is
+`unverified`, saved as NAME:unverified (verdict.py).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 from ..errors import BadInput, BaseBuildError, EnvyardError
 from ..store import ImageConfig
 from ..yard import Yard
-from . import interpreters, runners, services
+from . import interpreters, runners, services, verdict
 from .evidence import Evidence, gather
 from .interpreters import Interpreter, SetupBaseError, setup_base
 from .plan import ENV, VENV, Recipe, ranked_or_installed
@@ -31,15 +34,25 @@ from .search import (JUNIT, Branch, LevelResult, Search, Update, collected_count
 WORK_ROOT = "/work"
 LEVEL_NAMES = {0: "install", 1: "imports", 2: "no missing imports", 3: "tests collected", 4: "tests run"}
 UNVERIFIED_TAG = "unverified"
+PARTIAL_TAG = "partial"
 
 
-def unverified_name(name: str) -> str:
+def unverified_name(name: str, tag_word: str = UNVERIFIED_TAG) -> str:
     """Where an unverified result is saved: `repo:latest` → `repo:unverified`, `repo:TAG` → `repo:TAG-unverified`,
-    so the plain name only ever holds a verified environment."""
+    so the plain name only ever holds a verified environment. A partial one likewise, with `partial`."""
     repo, sep, tag = name.split("@", 1)[0].rpartition(":")
     if not sep or "/" in tag:  # no tag (or a digest), or the colon was a registry's port
         repo, tag = name.split("@", 1)[0], "latest"
-    return f"{repo}:{UNVERIFIED_TAG}" if tag == "latest" else f"{repo}:{tag[:116]}-{UNVERIFIED_TAG}"
+    return f"{repo}:{tag_word}" if tag == "latest" else f"{repo}:{tag[:116]}-{tag_word}"
+
+
+def partial_name(name: str) -> str:
+    """Where a partial result (reproduced, not verified) is saved: `repo:partial`, `repo:TAG-partial`."""
+    return unverified_name(name, PARTIAL_TAG)
+
+
+def saved_name(name: str, status: str) -> str:
+    return name if status == "verified" else partial_name(name) if status == "partial" else unverified_name(name)
 
 
 @dataclass
@@ -59,14 +72,14 @@ class SetupResult:
     repairs: list[str] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
     project_bug: dict = field(default_factory=dict)  # the project's own code failed: error, file, line, traceback
+    connection: dict = field(default_factory=dict)  # failing tests that could not reach a server (verdict.py)
 
     @property
     def verified(self) -> bool:
-        """L3 or better, sources unchanged, a clean replay reproduced it, and every service the tests expect
-        was provided (a suite that cannot reach its database is not verified, whatever it collects)."""
-        return (self.level >= 3 and bool(self.replay.get("ok"))
-                and not (self.integrity is not None and self.integrity.ok is False)
-                and not self.services_missing)
+        """L4 with a pass ratio of at least 0.9, sources unchanged, a clean replay reproduced it, and every
+        service the tests expect was provided (a suite that cannot reach its database is not verified, whatever
+        it collects)."""
+        return self.status == "verified"
 
     @property
     def services_missing(self) -> dict[str, str]:
@@ -74,13 +87,16 @@ class SetupResult:
 
     @property
     def status(self) -> str:
-        """verified (image saved as `name`) · unverified (saved as `unverified_name(name)`) · project-bug (the
-        project's own code fails; any image is an unverified one) · failed (nothing installed, no image)."""
-        if self.verified:
-            return "verified"
-        if self.project_bug:
-            return "project-bug"
-        return "unverified" if self.image else "failed"
+        """verified (image saved as `name`) · partial (reproduced by the replay but below verified: saved as
+        `partial_name(name)`) · unverified (saved as `unverified_name(name)`) · project-bug (the project's own
+        code fails; any image is an unverified one) · failed (nothing installed, no image)."""
+        return self.status_with(image=bool(self.image))
+
+    def status_with(self, *, image: bool) -> str:
+        return verdict.status(level=self.level, pass_ratio=self.pass_ratio, replay_ok=bool(self.replay.get("ok")),
+                              integrity_ok=self.integrity.ok if self.integrity is not None else None,
+                              services_missing=bool(self.services_missing), project_bug=bool(self.project_bug),
+                              image=image)
 
     @property
     def level_name(self) -> str:
@@ -126,30 +142,41 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
     result = SetupResult(name=name, image=None, level=best.level, levels=best.levels, recipe=best.recipe,
                          tests=best.tests, pass_ratio=best.pass_ratio, reason=best.reason, integrity=best.integrity,
                          replay=replay, branches=[_summary(b) for b in search.branches], repairs=best.repairs,
-                         log=_log(search.branches, best, replay), project_bug=best.bug.to_dict() if best.bug else {})
+                         log=_log(search.branches, best, replay), project_bug=best.bug.to_dict() if best.bug else {},
+                         connection=best.connection)
     if best.bug:
         result.reason = f"project bug: {best.bug.headline}"
     elif best.level >= 3 and not replay.get("ok"):
         result.reason = f"replay: {replay.get('detail', 'failed')}"
     elif best.integrity is not None and best.integrity.ok is False:
         result.reason = f"integrity: {best.integrity.detail}"
-    elif result.services_missing and best.level >= 3:
-        result.reason = "the tests expect services envyard cannot provide: " + ", ".join(
-            f"{k} ({where})" for k, where in result.services_missing.items())
+    elif best.level >= 3:  # reproduced: verified, or what keeps it partial
+        l4 = [lv for lv in best.levels if lv.level == 4]
+        result.reason = verdict.shortfall(
+            level=best.level, pass_ratio=best.pass_ratio, tests=best.tests,
+            l4_detail=l4[0].detail if l4 and l4[0].ok is False else "", services_missing=result.services_missing,
+            conn=best.connection, provided=[s["kind"] for s in (best.recipe.services if best.recipe else [])]) \
+            or result.reason
     if best.image is not None:
         recipe = best.recipe
-        final = name if result.verified else unverified_name(name)
+        status = result.status_with(image=True)
+        final = saved_name(name, status)
         config = ImageConfig(env={**ENV, **recipe.env}, workdir=workdir,
                              labels={"envyard.setup.level": str(best.level),
-                                     "envyard.setup.verified": "true" if result.verified else "false"},
+                                     "envyard.setup.verified": "true" if result.verified else "false",
+                                     "envyard.setup.status": status},
                              provenance={"provider": "setup", "source": str(src.resolve()), "level": best.level,
-                                         "verified": result.verified, "interpreter": recipe.interpreter.label,
+                                         "verified": result.verified, "status": status,
+                                         "pass_ratio": best.pass_ratio, "interpreter": recipe.interpreter.label,
                                          "cutoff": recipe.cutoff or ""})
         result.image = yard.store.put_image(final, best.image.layers, config).name
         drop_image(yard, best.image)  # only the temporary name goes; the layers stay with the saved image
-        stale = unverified_name(name)
-        if result.verified and yard.store.has_image(stale, exact=True):
-            yard.store.remove_image(stale)  # an earlier unverified try of this name is superseded
+        # Earlier tries of this name that this one supersedes: a verified run replaces both, a partial one the
+        # unverified one. A plain-named (verified) image is never removed by a lesser result.
+        stale = {"verified": [unverified_name(name), partial_name(name)], "partial": [unverified_name(name)]}
+        for old in stale.get(status, []):
+            if yard.store.has_image(old, exact=True):
+                yard.store.remove_image(old)
     result.wall_time = time.monotonic() - start
     return result, ev
 
@@ -344,7 +371,7 @@ def _toml(result: SetupResult, ev: Evidence) -> str:
              f"pass_ratio = {result.pass_ratio if result.pass_ratio is not None else -1}",
              f"reason = {q(result.reason)}", f"wall_time_s = {result.wall_time:.1f}",
              f"integrity = {q(result.integrity.detail if result.integrity else 'not checked')}",
-             f"verified = {'true' if result.verified else 'false'}",
+             f"verified = {'true' if result.verified else 'false'}", f"status = {q(result.status)}",
              f"replay = {q(result.replay.get('detail', 'not run (below L3)'))}", ""]
     for lv in result.levels:
         lines += ["[[level]]", f"level = {lv.level}", f"name = {q(lv.name)}",

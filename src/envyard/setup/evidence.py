@@ -33,6 +33,8 @@ Fact kinds:
     service            a service the tests expect         {"name", [image, env]}
     service_env        an environment variable the tests get that points at a service {"service", "name", "value"}
     service_setting    a CI service container's own setting (POSTGRES_PASSWORD...) {"service", "host", "name", "value"}
+    service_code_env   an environment variable the test code reads (ast) that names a service
+                       {"service", "name", "role": host|port|user|password|db|url|None, "default"} (testenv.py)
     source_date        ISO 8601 UTC date of the source (via "git" | "pkg-info" | "mtime")
     package_dir, top_level_package, top_level_module
 """
@@ -46,7 +48,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
 from ..errors import BadInput
-from .sources import ci, docker, docs, layout, nox, pyproject, requirements, setupcfg, setuppy, testing, tox
+from .sources import (ci, docker, docs, layout, nox, pyproject, requirements, setupcfg, setuppy, testenv, testing,
+                      tox)
 from .sources.base import Fact, RepoFiles, Sink
 from .sources.knowledge import system_packages
 
@@ -133,6 +136,7 @@ _READERS = (
     ("docs", docs.read_docs),
     ("layout", layout.read_layout),
     ("test files", testing.read_test_files),        # after every pytest configuration reader
+    ("test code environment", testenv.read_test_env),
     ("source date", layout.read_source_date),
 )
 

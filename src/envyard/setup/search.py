@@ -33,6 +33,7 @@ from ..store import Image
 from ..tls import ca_bundle
 from ..yard import Sandbox, Yard
 from . import importscan, runners, services
+from .verdict import GOOD_RATIO, connection_failures
 from .evidence import Evidence
 from .interpreters import SETUP_DISK, Interpreter, minor, setup_base
 from .plan import (APT_INSTALL, ENV, INSTALL, VENV, Candidate, Recipe, Step, apt_packages, apt_step, cutoff_of, plan,
@@ -43,7 +44,6 @@ from .repairs import Fix, _stdlib, diagnose, missing_modules
 
 JUNIT = "/tmp/envyard-junit.xml"
 SCAN_SCRIPT = "/tmp/envyard-importscan.py"
-GOOD_RATIO = 0.9
 MAX_REPAIRS = 4  # fixes tried for one failing step or level
 MAX_BRANCHES = 5
 UV_CACHE = "/root/.cache/uv"
@@ -97,6 +97,7 @@ class Branch:
     rejected: dict[str, set] = field(default_factory=dict)  # missing module → distributions that did not provide it
     image: Image | None = None  # the branch's final state, kept until the search decides
     collected: int = 0
+    connection: dict = field(default_factory=dict)  # failing tests that could not reach a server (verdict.py)
     integrity: "LevelResult | None" = None  # the project's Python files unchanged by setup and tests
     started: float = 0.0
     ended: float = 0.0
@@ -723,6 +724,7 @@ class Search:
             last = (output.strip().splitlines() or [""])[-1][:200]
             return False, f"no per-test results (exit {r.exit_code}): {last}", output, False
         b.tests, b.collected = tests, len(tests)
+        b.connection = connection_failures(output=output)
         return True, f"{len(tests)} tests (run at L3: {runner.kind} has no collect-only step)", "", False
 
     def _run_tests(self, b: Branch, ws: Workspace, recipe: Recipe) -> LevelResult:
@@ -738,6 +740,7 @@ class Search:
             return LevelResult(4, "tests run", False, f"a service the tests expect did not start: {down}",
                                time.monotonic() - t)
         b.tests = test_results(runner, r, ws.sb)
+        b.connection = run_connection_failures(runner, r, ws.sb)
         if r.timed_out:
             return LevelResult(4, "tests run", False, f"the test run passed the {self.test_timeout:.0f}s limit",
                                time.monotonic() - t)
@@ -878,6 +881,16 @@ def test_results(runner: runners.Runner, r, sb: Sandbox) -> dict[str, str]:
         return parse_junit(sb.read_file(JUNIT))
     except (FileNotFoundError, EnvyardError, ET.ParseError):
         return {}
+
+
+def run_connection_failures(runner: runners.Runner, r, sb: Sandbox) -> dict:
+    """Failing tests of a run that could not reach a server (verdict.connection_failures)."""
+    if runner.kind == "pytest":
+        try:
+            return connection_failures(junit=sb.read_file(JUNIT))
+        except (FileNotFoundError, EnvyardError):
+            pass
+    return connection_failures(output=r.stdout + r.stderr)
 
 
 def parse_junit(data: bytes) -> dict[str, str]:

@@ -151,6 +151,14 @@ def needed(ev: Evidence) -> Services:
             continue
         out.env[v["name"]] = rewrite(v["name"], value)
         env_of.setdefault(v["service"], []).append((v["name"].upper(), value))
+    code: dict[str, list[dict]] = {}  # variables the test code reads (sources/testenv.py)
+    for f in ev.of("service_code_env"):
+        v = f.value
+        if isinstance(v, dict) and isinstance(v.get("name"), str) and v.get("service") in KINDS:
+            code.setdefault(v["service"], []).append({**v, "where": _where(f)})
+            default = v.get("default")
+            if isinstance(default, str) and "://" in default and v["name"] not in out.env:
+                env_of.setdefault(v["service"], []).append((v["name"].upper(), default))  # its users and databases
     for kind, where in kinds.items():
         if kind not in KINDS:
             out.missing[kind] = where[0]
@@ -159,9 +167,56 @@ def needed(ev: Evidence) -> Services:
         svc = _postgres(settings.get(kind, {}), env) if kind == "postgres" else _redis(env)
         svc.evidence = where[:5]
         out.provided.append(svc)
+        _code_env(svc, code.get(kind, []), out)
     for kind, where in out.missing.items():
         out.notes.append(f"the tests expect {kind} ({where}), which envyard cannot provide yet")
     return out
+
+
+def _code_env(svc: Service, reads: list[dict], out: Services) -> None:
+    """Export the variables the test code reads for `svc`, pointing at it: host 127.0.0.1, its port, the role
+    start.sh creates and its password, the database the code names by default (created too). A URL/DSN variable
+    is exported when its default is a URL (its host rewritten), or when the code reads no host/port/user/db
+    variable for this service (then it is the only way the tests learn where it is); otherwise one without a
+    default is left unset, since code that reads a DSN with no default usually skips what needs it (psycopg2's
+    replication tests)."""
+    if not reads:
+        return
+    user, password = svc.users[0] if svc.users else (DEFAULT_USER, DEFAULT_PASSWORD)
+    located = any(r.get("role") in ("host", "port", "user", "db") for r in reads)
+    db_default = next((d for d, _ in svc.databases), DEFAULT_DB)
+    exported = []
+    for r in reads:
+        name, role, default = r["name"], r.get("role"), r.get("default")
+        if name in out.env:
+            continue
+        value = None
+        if role == "host":
+            value = "127.0.0.1"
+        elif role == "port":
+            value = str(svc.port)
+        elif role == "user" and svc.kind == "postgres":
+            value = user
+        elif role == "password":
+            value = password if svc.kind == "postgres" else (svc.password or None)
+        elif role == "db" and svc.kind == "postgres":
+            value = default if default and _NAME.match(default) else db_default
+            if value != "postgres" and value not in [d for d, _ in svc.databases]:
+                svc.databases.append((value, user))
+        elif role == "db" and svc.kind == "redis":
+            value = default if default and default.isdigit() else None
+        elif isinstance(default, str) and "://" in default:
+            value = rewrite(name, default)
+        elif role == "url" and not located:
+            value = (f"postgresql://{user}:{password}@127.0.0.1:{svc.port}/{db_default}" if svc.kind == "postgres"
+                     else f"redis://{(':' + svc.password + '@') if svc.password else ''}127.0.0.1:{svc.port}/0")
+        if value is None:
+            continue
+        out.env[name] = value
+        exported.append(name)
+    if exported:
+        out.notes.append(f"exported for {svc.kind}, read by the test code ({reads[0]['where']}): "
+                         + ", ".join(exported))
 
 
 def _port(env: list[tuple[str, str]], names: tuple[str, ...], default: int) -> int:

@@ -27,7 +27,7 @@ def system_packages() -> dict[str, dict]:
 
 @functools.cache
 def services() -> dict[str, dict]:
-    return {name: {key: list(entry.get(key, [])) for key in ("images", "aliases", "schemes", "env")}
+    return {name: {key: list(entry.get(key, [])) for key in ("images", "aliases", "schemes", "env", "tokens")}
             for name, entry in _load("services.toml").items()}
 
 
