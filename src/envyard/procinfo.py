@@ -123,3 +123,17 @@ def pidfd_if_same(pid: int, start: int) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def process_tree(leader: int, pids: list[int], is_session: bool) -> set[int]:
+    """`leader` and those of `pids` below it, following parents; with `is_session` (the leader led a session
+    when first seen: it may be gone now), also that session's members, reparented or not."""
+    parents = {p: parent_pid(p) for p in pids}
+    tree, grew = {leader}, True
+    while grew:
+        grew = False
+        for p, pp in parents.items():
+            if p not in tree and (pp in tree or (is_session and session_id(p) == leader)):
+                tree.add(p)
+                grew = True
+    return tree

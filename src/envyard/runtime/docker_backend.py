@@ -836,15 +836,7 @@ def _kill_tree(pid_ns: int, leader: int) -> None:
     for attempt in range(200):
         if attempt >= 3 and not (procinfo.is_alive(leader, None) and procinfo.pid_namespace(leader) == pid_ns):
             return
-        pids = procinfo.pids_in_namespace(pid_ns)
-        parents = {p: procinfo.parent_pid(p) for p in pids}
-        tree, grew = {leader}, True
-        while grew:
-            grew = False
-            for p, pp in parents.items():
-                if p not in tree and (pp in tree or (is_session and procinfo.session_id(p) == leader)):
-                    tree.add(p)
-                    grew = True
+        tree = procinfo.process_tree(leader, procinfo.pids_in_namespace(pid_ns), is_session)
         for p in tree:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(p, signal.SIGKILL)

@@ -550,16 +550,7 @@ class LocalSandbox:
         including ones that moved to their own process group. Repeats to catch processes forked meanwhile."""
         is_session = procinfo.session_id(leader) == leader
         for _ in range(3):
-            pids = self.host_pids()
-            parents = {p: procinfo.parent_pid(p) for p in pids}
-            tree = {leader}
-            grew = True
-            while grew:
-                grew = False
-                for p, pp in parents.items():
-                    if p not in tree and (pp in tree or (is_session and procinfo.session_id(p) == leader)):
-                        tree.add(p)
-                        grew = True
+            tree = procinfo.process_tree(leader, self.host_pids(), is_session)
             if keep_leader:
                 tree.discard(leader)
             if not tree:
