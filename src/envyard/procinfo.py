@@ -125,15 +125,17 @@ def pidfd_if_same(pid: int, start: int) -> int | None:
     return fd
 
 
-def process_tree(leader: int, pids: list[int], is_session: bool) -> set[int]:
+def process_tree(leader: int, pids: list[int], is_session: bool) -> list[int]:
     """`leader` and those of `pids` below it, following parents; with `is_session` (the leader led a session
-    when first seen: it may be gone now), also that session's members, reparented or not."""
+    when first seen: it may be gone now), also that session's members, reparented or not. Parents come
+    before their children: killed in this order, no shell outlives its child long enough to run on (a shell
+    whose `sleep` died first could still print the line after it)."""
     parents = {p: parent_pid(p) for p in pids}
-    tree, grew = {leader}, True
+    tree, grew = {leader: None}, True
     while grew:
         grew = False
         for p, pp in parents.items():
             if p not in tree and (pp in tree or (is_session and session_id(p) == leader)):
-                tree.add(p)
+                tree[p] = None
                 grew = True
-    return tree
+    return list(tree)

@@ -552,7 +552,7 @@ class LocalSandbox:
         for _ in range(3):
             tree = procinfo.process_tree(leader, self.host_pids(), is_session)
             if keep_leader:
-                tree.discard(leader)
+                tree.remove(leader)
             if not tree:
                 return
             for p in tree:
