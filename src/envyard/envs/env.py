@@ -15,7 +15,7 @@ from pathlib import Path
 import gymnasium as gym
 
 from .. import validate
-from ..errors import BadInput, EnvyardError
+from ..errors import BadInput, EnvyardError, SandboxDied
 from ..runtime.result import MAX_OUTPUT_CEILING, ExecResult
 from ..yard import Sandbox, Yard
 from .services import Services
@@ -122,6 +122,10 @@ class TerminalEnv(gym.Env):
         try:
             r = self._shell.run(action, timeout=self.step_timeout, max_output=self.observation_bytes * 4,
                                 on_output=on_output)
+            if not self.sandbox.alive:
+                # `kill -9 -1` spares the shell that runs it: it can answer while the sandbox, its resident
+                # shell gone, is already going down. The episode ends here, as for any stopped sandbox.
+                raise SandboxDied("the sandbox's resident shell was killed by the agent's command")
             note = self._replace_exited_shell()
         except BadInput as e:  # the command itself is malformed (a NUL byte): the agent is told, as a shell would
             r, note = ExecResult(2, b"", f"envyard: command refused: {e.message}\n".encode(), 0.0), ""
