@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import validate
 from ..errors import EnvyardError, ServiceError
 from ..runtime.holder import AS_USER, ROOT_USERS
 from ..runtime.podnet import PodNetwork
@@ -397,5 +398,5 @@ class Services:
 
 def _hostname(name: str) -> str | None:
     """A service's host name: its name, when that is a valid host name (compose allows '_' and '.')."""
-    return name if re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?", name) else None
+    return name if validate.HOSTNAME_RE.match(name) else None
 
