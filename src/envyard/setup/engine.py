@@ -168,7 +168,11 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
                              provenance={"provider": "setup", "source": str(src.resolve()), "level": best.level,
                                          "verified": result.verified, "status": status,
                                          "pass_ratio": best.pass_ratio, "interpreter": recipe.interpreter.label,
-                                         "cutoff": recipe.cutoff or ""})
+                                         "cutoff": recipe.cutoff or "",
+                                         # what `envyard derive` needs to run the tests again from the image alone
+                                         "test_runner": recipe.test_runner, "test_command": recipe.test_command,
+                                         "packages": recipe.packages,
+                                         "services": [s["kind"] for s in recipe.services]})
         result.image = yard.store.put_image(final, best.image.layers, config).name
         drop_image(yard, best.image)  # only the temporary name goes; the layers stay with the saved image
         # Earlier tries of this name that this one supersedes: a verified run replaces both, a partial one the
