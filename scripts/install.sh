@@ -35,6 +35,13 @@ if ((${#need_apt[@]})); then
 fi
 
 PY=${PYTHON:-python3}
+if ! command -v "$PY" >/dev/null; then   # a minimal Debian (debootstrap, a slim image) has no Python at all
+    [[ -z "${PYTHON:-}" ]] || { echo "error: PYTHON=$PY is not an interpreter on this machine; fix: unset PYTHON or point it at one" >&2; exit 2; }
+    echo "installing system packages: python3 python3-venv (envyard needs Python >= 3.11)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq python3 python3-venv >/dev/null
+fi
 # Can pip install into $PY? Not when its stdlib carries PEP 668's EXTERNALLY-MANAGED marker, nor without pip.
 if "$PY" -c 'import os, sys, sysconfig; sys.exit(os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))' \
         && "$PY" -m pip --version >/dev/null 2>&1; then
