@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from .. import tls
 from ..errors import BadInput, ImageNotFound
 from ..runtime.holder import ENV_NAME
 from ..store import Image, ImageConfig, parse_image_name
@@ -765,10 +766,7 @@ def _host_trust() -> tuple[dict[str, str], dict[str, str]]:
 
 def _ssl_context() -> ssl.SSLContext:
     """The machine's CA bundle for ADD's downloads (this machine may intercept TLS), else Python's default."""
-    for candidate in (os.environ.get("SSL_CERT_FILE"), "/etc/ssl/certs/ca-certificates.crt"):
-        if candidate and Path(candidate).is_file():
-            return ssl.create_default_context(cafile=candidate)
-    return ssl.create_default_context()
+    return ssl.create_default_context(cafile=tls.ca_bundle())
 
 
 def _is_tar(path: Path) -> bool:
