@@ -25,12 +25,13 @@ import hashlib
 import io
 import os
 import shutil
+import socket
 import tarfile
 import threading
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -56,6 +57,8 @@ class Cluster:
     retries: int = 2
     resource: str | None = None
     wait_nodes: float = 60.0
+    # After a rollout: per node, what its worker did (store, slots, peak episodes at once, done, tasks fetched).
+    nodes: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
         if not isinstance(self.address, str) or not self.address:
@@ -80,11 +83,24 @@ def connect(address: str = "auto") -> None:
     ray = _ray()
     if ray.is_initialized():
         return
+    if address not in ("auto", "local") and not address.startswith("ray://"):
+        _reachable(address)  # ray.init retries an address that does not answer for minutes
     try:
         ray.init(address=address, log_to_driver=False, logging_level="warning")
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise ClusterError(f"cannot join the Ray cluster at {address}: {str(e).splitlines()[0]}",
                            fix="start one with `ray start --head`, or pass its HOST:PORT") from None
+
+
+def _reachable(address: str) -> None:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise BadInput(f"--ray {address!r}: expected auto or HOST:PORT (the head's GCS port)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as e:
+        raise ClusterError(f"no Ray cluster at {address}: {e.strerror or e}",
+                           fix="start one with `ray start --head`, or pass the address `ray start` printed") from None
 
 
 # ---- tasks by content digest ---------------------------------------------------------------------------------
@@ -283,9 +299,9 @@ class Pool:
 
 def run_on_cluster(cluster: Cluster, jobs: list[tuple["Task", int]], make: Callable[[], "Policy"], *,
                    done: dict[tuple[str, int], "Episode"], out_dir: Path | None, writer: "EpisodeWriter | None",
-                   on_done: Callable[["Episode"], None] | None, pool_out: list | None = None) -> list["Episode"]:
-    """The episodes of `jobs` (those not in `done`) on the cluster, in job order. `pool_out`, when given,
-    receives the per-node statistics at the end (peak episodes in flight, tasks fetched)."""
+                   on_done: Callable[["Episode"], None] | None) -> list["Episode"]:
+    """The episodes of `jobs` (those not in `done`) on the cluster, in job order; `cluster.nodes` gets what
+    each node's worker did."""
     from .rollout import Episode, write_trajectory
 
     connect(cluster.address)
@@ -375,8 +391,7 @@ def run_on_cluster(cluster: Cluster, jobs: list[tuple["Task", int]], make: Calla
                     record["metadata"] = {**ep.to_dict(), "stop_reason": record["metadata"].get("stop_reason")}
                     writer.write(record)
                 finish(key, ep)
-        if pool_out is not None:
-            pool_out.append(pool.stats())
+        cluster.nodes = pool.stats()
     finally:
         pool.close()
     return [results[(str(Path(t.root).resolve()), a)] for t, a in jobs]
