@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import shutil
 import socket
@@ -346,7 +347,7 @@ def run_on_cluster(cluster: Cluster, jobs: list[tuple["Task", int]], make: Calla
                     task, attempt, tdir = queue.popleft()
                     digest, blob = blobs[tdir]
                     ref = w.handle.run.remote(digest, Path(task.root).name, blob, attempt)
-                    inflight[ref] = (task, attempt, tdir, w)
+                    inflight[ref] = (task, attempt, tdir, w, time.monotonic())
                     w.busy += 1
             if not inflight:
                 if not pool.workers:  # no live node: wait a while for one, then give up on what is left
@@ -362,7 +363,7 @@ def run_on_cluster(cluster: Cluster, jobs: list[tuple["Task", int]], make: Calla
             waiting_since = None
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
             for ref in ready:
-                task, attempt, tdir, w = inflight.pop(ref)
+                task, attempt, tdir, w, sent = inflight.pop(ref)
                 w.busy -= 1
                 key = (tdir, attempt)
                 try:
@@ -382,8 +383,12 @@ def run_on_cluster(cluster: Cluster, jobs: list[tuple["Task", int]], make: Calla
                     continue
                 ep = Episode.from_dict(out["episode"])
                 ep.task_dir = tdir  # the driver's path, not the node's copy
+                # What the episode cost the cluster: submit-to-result time at the driver (the episode's own
+                # wall_time plus Ray's overhead), the node, and the size of what came back.
+                ep.metrics = {**ep.metrics, "ray": {"node": w.node[:12], "round_trip_s": round(time.monotonic() - sent, 4),
+                                                    "result_bytes": len(json.dumps(out))}}
                 if tries.get(key):
-                    ep.metrics = {**ep.metrics, "retries": tries[key]}
+                    ep.metrics["retries"] = tries[key]
                 if out_dir is not None:
                     ep.trajectory = write_trajectory(out_dir, task.name, out["messages"], out["policy_messages"], ep)
                 if writer is not None:
