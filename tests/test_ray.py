@@ -43,8 +43,8 @@ def cluster():
 
 def rollout(cluster, tasks, policy, **kw):
     """The episodes, and what each node's worker did (keyed by its store)."""
-    c = Cluster(address=cluster.address, **kw)
-    eps = run_rollouts(None, tasks, make_policy(policy), cluster=c)
+    with Cluster(address=cluster.address, **kw) as c:
+        eps = run_rollouts(None, tasks, make_policy(policy), cluster=c)
     return eps, {s["home"]: s for s in c.nodes.values()}
 
 
@@ -117,8 +117,8 @@ def test_a_node_killed_mid_rollout_loses_no_episode_and_counts_none_twice(cluste
 
     def run():
         try:
-            result["episodes"] = run_rollouts(None, tasks, make_policy("oracle"), out_dir=out,
-                                              cluster=Cluster(address=cluster.address, per_node=1, retries=3))
+            with Cluster(address=cluster.address, per_node=1, retries=3) as c:
+                result["episodes"] = run_rollouts(None, tasks, make_policy("oracle"), out_dir=out, cluster=c)
         except BaseException as e:  # handed to the test thread
             result["error"] = e
 

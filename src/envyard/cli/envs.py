@@ -121,6 +121,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                                         attempts=attempts, resume=resume, cluster=cluster)
             if yard is not None:
                 yard.close()
+            if cluster is not None:
+                cluster.close()
         except EnvyardError as e:
             fail(e)
         summary = summarize(episodes, policy, attempts)

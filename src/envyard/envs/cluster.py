@@ -7,6 +7,8 @@ Design (docs/scale.md says why):
   node's `ray start`, else the default) with the local backend. The driver never hands a worker more than
   `per_node` episodes, so 10,000 episodes on 2 nodes keep 2 × `per_node` episodes (each one agent sandbox,
   then one verifier sandbox) alive at a time; the rest wait in the driver's queue, not in Ray.
+  The workers live as long as the `Cluster` object (or the driver process): a trainer that runs a rollout per
+  training step pays for starting them once.
 - **Tasks by content digest.** A task directory is packed into a tar once at the driver, named by its
   sha256, and put in Ray's object store once. A worker that does not yet hold that digest fetches the tar,
   checks its sha256, and unpacks it into `<store>/ray/tasks/<digest>/` (a rename makes it appear whole);
@@ -58,8 +60,10 @@ class Cluster:
     retries: int = 2
     resource: str | None = None
     wait_nodes: float = 60.0
-    # After a rollout: per node, what its worker did (store, slots, peak episodes at once, done, tasks fetched).
+    # After a rollout: per node, what its worker did (store, slots, peak episodes at once, done, tasks fetched),
+    # counted over the workers' life: they are kept for the next rollout on this Cluster until close().
     nodes: dict = field(default_factory=dict, compare=False)
+    _pool: "Pool | None" = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         if not isinstance(self.address, str) or not self.address:
@@ -69,6 +73,19 @@ class Cluster:
             raise BadInput(f"per_node must be a positive int, got {self.per_node!r}")
         if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
             raise BadInput(f"retries must be an int >= 0, got {self.retries!r}")
+
+
+    def close(self) -> None:
+        """Stop the workers (they also end with the driver process)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def _ray():
@@ -155,10 +172,9 @@ class EpisodeWorker:
     """Runs episodes on its node, in the node's own store. Methods are called by Ray from up to
     `max_concurrency` threads at once."""
 
-    def __init__(self, make: Callable[[], "Policy"]):
+    def __init__(self):
         from ..yard import Yard
 
-        self.make = make
         self.yard = Yard()
         self.cache = self.yard.store.home / "ray" / "tasks"
         self._lock = threading.Lock()
@@ -184,7 +200,7 @@ class EpisodeWorker:
         with lock:
             return unpack_task(self.cache, digest, name, fetch)
 
-    def run(self, digest: str, name: str, blob: list, attempt: int) -> dict:
+    def run(self, make: Callable[[], "Policy"], digest: str, name: str, blob: list, attempt: int) -> dict:
         from .rollout import chat_record, play_episode
         from .task import load_task
 
@@ -193,7 +209,7 @@ class EpisodeWorker:
             self.peak = max(self.peak, self.running)
         try:
             task = load_task(self._task(digest, name, blob))
-            policy = self.make()
+            policy = make()
             ep, messages = play_episode(self.yard, task, policy, attempt=attempt)
             return {"episode": ep.to_dict(), "messages": messages,
                     "policy_messages": getattr(policy, "messages", None),
@@ -232,8 +248,8 @@ class Pool:
     """The driver's view of the cluster: one worker per live node (made on first sight of the node), each
     with its slot count."""
 
-    def __init__(self, cluster: Cluster, make: Callable[[], "Policy"]):
-        self.cluster, self.make = cluster, make
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
         self.workers: dict[str, _Worker] = {}
         self.lost: set[str] = set()  # nodes seen dead: never used again in this rollout
         self.checked = 0.0
@@ -261,7 +277,7 @@ class Pool:
             actor = _actor_class().options(
                 num_cpus=0, max_concurrency=slots, max_restarts=0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False))
-            self.workers[node] = _Worker(node, actor.remote(self.make), slots)
+            self.workers[node] = _Worker(node, actor.remote(), slots)
 
     def drop(self, node: str) -> None:
         w = self.workers.pop(node, None)
@@ -335,7 +351,9 @@ def run_on_cluster(cluster: Cluster, jobs: list[tuple["Task", int]], make: Calla
         name = make().name
         return Episode(task.name, name, None, 0, 0.0, kind, detail, attempt=attempt, task_dir=str(Path(task.root).resolve()))
 
-    pool = Pool(cluster, make)
+    if cluster._pool is None:
+        cluster._pool = Pool(cluster)
+    pool = cluster._pool
     tries: dict[tuple[str, int], int] = {}
     inflight: dict = {}  # object ref -> (task, attempt, task dir, worker)
     waiting_since = None
@@ -346,7 +364,7 @@ def run_on_cluster(cluster: Cluster, jobs: list[tuple["Task", int]], make: Calla
                 while queue and w.busy < w.slots:
                     task, attempt, tdir = queue.popleft()
                     digest, blob = blobs[tdir]
-                    ref = w.handle.run.remote(digest, Path(task.root).name, blob, attempt)
+                    ref = w.handle.run.remote(make, digest, Path(task.root).name, blob, attempt)
                     inflight[ref] = (task, attempt, tdir, w, time.monotonic())
                     w.busy += 1
             if not inflight:
@@ -361,7 +379,10 @@ def run_on_cluster(cluster: Cluster, jobs: list[tuple["Task", int]], make: Calla
                 time.sleep(0.5)
                 continue
             waiting_since = None
-            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
+            refs = list(inflight)
+            ready, _ = ray.wait(refs, num_returns=1, timeout=1.0)
+            if ready and len(refs) > 1:  # then all that are ready: one O(in flight) scan per batch, not per episode
+                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
             for ref in ready:
                 task, attempt, tdir, w, sent = inflight.pop(ref)
                 w.busy -= 1
@@ -397,6 +418,7 @@ def run_on_cluster(cluster: Cluster, jobs: list[tuple["Task", int]], make: Calla
                     writer.write(record)
                 finish(key, ep)
         cluster.nodes = pool.stats()
-    finally:
-        pool.close()
+    except BaseException:
+        cluster.close()  # an interrupted rollout: stop the episodes in flight
+        raise
     return [results[(str(Path(t.root).resolve()), a)] for t, a in jobs]
