@@ -16,7 +16,7 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'envyard[ray]'); the Ray tests need it")
 
-from envyard.envs.cluster import INFRA_NODE_LOST, Cluster, pack_task, unpack_task  # noqa: E402
+from envyard.envs.cluster import INFRA_NODE_LOST, INFRA_WORKER, Cluster, pack_task, unpack_task  # noqa: E402
 from envyard.envs.rollout import EPISODES_FILE, make_policy, read_episodes, run_rollouts  # noqa: E402
 from envyard.envs.task import find_tasks  # noqa: E402
 
@@ -145,6 +145,42 @@ def test_a_node_killed_mid_rollout_loses_no_episode_and_counts_none_twice(cluste
     records = read_episodes(out / EPISODES_FILE)
     assert sorted((r["metadata"]["task_dir"], r["metadata"]["attempt"]) for r in records) == sorted(keys)
     assert len(list(out.glob("*-*.jsonl"))) == 16  # one trajectory per episode, none from the lost run
+
+
+def test_an_episode_that_raises_on_its_node_is_a_typed_failure_after_its_retries(cluster):
+    class Broken:  # defined here, so Ray ships it by value
+        name = "broken"
+
+        def start(self, task, instruction):
+            pass
+
+        def act(self, observation):
+            raise RuntimeError("policy bug")
+
+    with Cluster(address=cluster.address, per_node=1, retries=1, resource="envyard_head") as c:
+        [ep] = run_rollouts(None, [TASKS / "hello-file"], Broken, cluster=c)
+        done = sum(s["done"] for s in c.nodes.values())
+    assert ep.reward is None and ep.infra_error == INFRA_WORKER and "policy bug" in ep.infra_detail
+    assert done == 2  # the first try and one retry
+
+
+def test_a_vector_env_on_the_cluster_spreads_its_environments_over_the_nodes(cluster):
+    from envyard.envs.vector import VectorTerminalEnv
+
+    tasks = [TASKS / "hello-file", TASKS / "count-lines"] * 2
+    venv = VectorTerminalEnv(tasks, cluster=Cluster(address=cluster.address, resource=None))
+    try:
+        obs, infos = venv.reset(seed=1)
+        assert "hello" in obs[0].lower() and all(o for o in obs)
+        assert not any(infos["infra_error"])
+        assert [live_sandboxes(n.store) for n in cluster.nodes[:2]] == [2, 2]  # two environments on each node
+        obs, rewards, terminated, truncated, infos = venv.step(["echo hi > /tmp/x && cat /tmp/x"] * 4)
+        assert all("hi" in o for o in obs) and not terminated.any()
+        obs, rewards, terminated, truncated, infos = venv.step(["submit"] * 4)
+        assert terminated.all() and list(rewards) == [0.0] * 4  # nothing done: the verifiers say 0
+    finally:
+        venv.close()
+    assert [live_sandboxes(n.store) for n in cluster.nodes[:2]] == [0, 0]
 
 
 def test_a_task_travels_by_digest_and_a_tampered_copy_is_refused(tmp_path):

@@ -398,7 +398,10 @@ def run_on_cluster(cluster: Cluster, jobs: list[tuple["Task", int]], make: Calla
                         queue.appendleft((task, attempt, tdir))
                     else:
                         kind = INFRA_WORKER if worker_bug else INFRA_NODE_LOST
-                        finish(key, lost(task, attempt, kind, f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"))
+                        cause = getattr(e, "cause", None) if worker_bug else None  # the exception on the node
+                        what = cause or e
+                        finish(key, lost(task, attempt, kind,
+                                         f"{type(what).__name__}: {(str(what).splitlines() or [''])[0][:300]}"))
                     continue
                 if key in results:
                     continue
