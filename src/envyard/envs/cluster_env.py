@@ -6,6 +6,7 @@ cluster.py. An environment whose node dies ends its episode with the infrastruct
 
 from __future__ import annotations
 
+import threading
 import uuid
 from pathlib import Path
 
@@ -67,8 +68,13 @@ class Placement:
         self.load: dict[str, int] = {}
         self.lost_nodes: set[str] = set()
         self.shipped: dict[str, tuple] = {}
+        self._lock = threading.Lock()
 
     def place(self) -> tuple[str, object]:
+        with self._lock:  # environments reset from several threads at once must still spread
+            return self._place()
+
+    def _place(self) -> tuple[str, object]:
         ray = _ray()
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -76,7 +82,7 @@ class Placement:
                  and (self.cluster.resource is None or (n.get("Resources") or {}).get(self.cluster.resource))}
         for node in list(self.hosts):
             if node not in alive:
-                self.lost(node)
+                self._lost(node)
         if not alive:
             raise EnvyardError("no live Ray node to place an environment on", fix="check `ray status`")
         node = min(alive, key=lambda n: self.load.get(n, 0))
@@ -89,9 +95,14 @@ class Placement:
         return node, self.hosts[node]
 
     def release(self, node: str) -> None:
-        self.load[node] = max(0, self.load.get(node, 0) - 1)
+        with self._lock:
+            self.load[node] = max(0, self.load.get(node, 0) - 1)
 
     def lost(self, node: str) -> None:
+        with self._lock:
+            self._lost(node)
+
+    def _lost(self, node: str) -> None:
         self.lost_nodes.add(node)
         handle = self.hosts.pop(node, None)
         self.load.pop(node, None)
@@ -103,6 +114,10 @@ class Placement:
 
     def ship(self, root: Path) -> tuple:
         key = str(root.resolve())
+        with self._lock:
+            return self.shipped[key] if key in self.shipped else self._ship(key, root)
+
+    def _ship(self, key: str, root: Path) -> tuple:
         if key not in self.shipped:
             digest, data = pack_task(root)
             self.shipped[key] = (digest, root.name, [_ray().put(data)])
