@@ -43,8 +43,19 @@ class LocalCluster:
     nodes: list[Node] = field(default_factory=list)
 
     def _ray_start(self, name: str, cpus: int, args: list[str]) -> Node:
+        # `ray start` gives a raylet 30 s (fixed) to register: a loaded machine can miss that. Try again once.
+        try:
+            return self._ray_start_once(name, cpus, args)
+        except RuntimeError:
+            self._kill(lambda pid, argv: any(str(self.root / name) in a for a in argv)
+                       or _pgid(pid) == self.nodes[-1].pgid)
+            self.nodes.pop()
+            shutil.rmtree(self.root / name, ignore_errors=True)
+            return self._ray_start_once(name, cpus, args)
+
+    def _ray_start_once(self, name: str, cpus: int, args: list[str]) -> Node:
         temp, store = self.root / name, self.root / f"store-{name}"
-        store.mkdir(parents=True)
+        store.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
         env.update(ENVYARD_HOME=str(store), RAY_USAGE_STATS_ENABLED="0",
                    PYTHONPATH=os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")])))
@@ -82,9 +93,10 @@ class LocalCluster:
         """SIGKILL the node's raylet: the node dies as on a crash (its workers notice and exit)."""
         os.kill(self.raylet_pid(name), signal.SIGKILL)
 
-    def stop(self) -> None:
-        mine = lambda: [pid for pid, args in _processes()  # noqa: E731
-                        if any(str(self.root) in a for a in args) or _pgid(pid) in {n.pgid for n in self.nodes}]
+    @staticmethod
+    def _kill(match) -> None:
+        """SIGTERM, then SIGKILL, the processes `match(pid, argv)` picks, until none is left."""
+        mine = lambda: [pid for pid, argv in _processes() if match(pid, argv)]  # noqa: E731
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for pid in mine():
                 with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -92,6 +104,10 @@ class LocalCluster:
             deadline = time.monotonic() + 10
             while mine() and time.monotonic() < deadline:
                 time.sleep(0.2)
+
+    def stop(self) -> None:
+        groups = {n.pgid for n in self.nodes}
+        self._kill(lambda pid, argv: any(str(self.root) in a for a in argv) or _pgid(pid) in groups)
         import envyard
 
         for n in self.nodes:
