@@ -251,7 +251,7 @@ class Pool:
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
         self.workers: dict[str, _Worker] = {}
-        self.lost: set[str] = set()  # nodes seen dead: never used again in this rollout
+        self.lost: set[str] = set()  # nodes whose worker died: not used again by this Cluster
         self.checked = 0.0
 
     def refresh(self, force: bool = False) -> None:
