@@ -28,8 +28,13 @@ TASKS = ROOT / "examples" / "tasks"
 SRC = str(ROOT / "src")
 
 
+_start_failed: list[str] = []
+
+
 @pytest.fixture(scope="module")
 def cluster():
+    if _start_failed:  # pytest sets a module fixture up again for each test after it failed: fail fast instead
+        pytest.fail(f"the Ray cluster did not start (see the first error): {_start_failed[0]}")
     try:
         with local_cluster(nodes=2, cpus=1) as c:
             ray.init(address=c.address, log_to_driver=False, logging_level="warning")
@@ -39,6 +44,9 @@ def cluster():
                 ray.shutdown()
     except Skip as e:
         pytest.skip(str(e))
+    except RuntimeError as e:  # `ray start` failed (tests/raycluster.py says how)
+        _start_failed.append(str(e).splitlines()[0][:200])
+        raise
 
 
 def rollout(cluster, tasks, policy, **kw):
