@@ -182,7 +182,8 @@ class EpisodeWorker:
         self.running = self.peak = self.done = self.fetched = 0
 
     def info(self) -> dict:
-        return {"home": str(self.yard.store.home), "pid": os.getpid(), "node": _ray().get_runtime_context().get_node_id()}
+        return {"home": str(self.yard.store.home), "pid": os.getpid(),
+                "node": _ray().get_runtime_context().get_node_id()}
 
     def stats(self) -> dict:
         with self._lock:
@@ -297,7 +298,8 @@ class Pool:
         out = {}
         for node, w in self.workers.items():
             try:
-                out[node] = {**ray.get(w.handle.info.remote(), timeout=30), **ray.get(w.handle.stats.remote(), timeout=30),
+                out[node] = {**ray.get(w.handle.info.remote(), timeout=30),
+                             **ray.get(w.handle.stats.remote(), timeout=30),
                              "slots": w.slots}
             except Exception:  # a node lost since
                 pass
@@ -349,7 +351,8 @@ def run_on_cluster(cluster: Cluster, jobs: list[tuple["Task", int]], make: Calla
 
     def lost(task: "Task", attempt: int, kind: str, detail: str) -> Episode:
         name = make().name
-        return Episode(task.name, name, None, 0, 0.0, kind, detail, attempt=attempt, task_dir=str(Path(task.root).resolve()))
+        return Episode(task.name, name, None, 0, 0.0, kind, detail, attempt=attempt,
+                       task_dir=str(Path(task.root).resolve()))
 
     if cluster._pool is None:
         cluster._pool = Pool(cluster)
@@ -409,7 +412,8 @@ def run_on_cluster(cluster: Cluster, jobs: list[tuple["Task", int]], make: Calla
                 ep.task_dir = tdir  # the driver's path, not the node's copy
                 # What the episode cost the cluster: submit-to-result time at the driver (the episode's own
                 # wall_time plus Ray's overhead), the node, and the size of what came back.
-                ep.metrics = {**ep.metrics, "ray": {"node": w.node[:12], "round_trip_s": round(time.monotonic() - sent, 4),
+                ep.metrics = {**ep.metrics, "ray": {"node": w.node[:12],
+                                                    "round_trip_s": round(time.monotonic() - sent, 4),
                                                     "result_bytes": len(json.dumps(out))}}
                 if tries.get(key):
                     ep.metrics["retries"] = tries[key]

@@ -347,8 +347,8 @@ def run_rollouts(yard: Yard | None, tasks: list[Path], make: Callable[[], Policy
                  attempts: int = 1, resume: bool = False, cluster: "Cluster | None" = None) -> list[Episode]:
     """Run `make()` on every task `attempts` times (a task listed twice runs 2 × attempts times), `concurrency`
     episodes at once — or, with `cluster` (envs/cluster.py), on the nodes of a Ray cluster, each in its own
-    store, `cluster.per_node` at once per node (`yard` and `concurrency` are then unused). With `out_dir`: trajectories and `out_dir/episodes.jsonl`. `resume=True` continues an
-    interrupted `out_dir`: the episodes its `episodes.jsonl` already holds (matched by task directory and
+    store, `cluster.per_node` at once per node (`yard` and `concurrency` are then unused). With `out_dir`:
+    trajectories and `out_dir/episodes.jsonl`. `resume=True` continues an interrupted `out_dir`: the episodes its `episodes.jsonl` already holds (matched by task directory and
     attempt number) are not run again, and come back in the result with the new ones, in job order.
     `on_done(ep)` is called for each episode as it ends (and for each resumed one)."""
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
