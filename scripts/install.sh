@@ -8,7 +8,8 @@
 #                               a Python that forbids it (Debian's own: PEP 668) or has no pip gets a venv at
 #                               $ENVYARD_VENV (default /opt/envyard-venv), and `envyard` is linked into
 #                               /usr/local/bin. The interpreter used is written to .envyard-python.
-#   scripts/install.sh --test   plus the test tools, docker-registry (the CNCF distribution registry: the
+#   scripts/install.sh --test   plus the test tools (the `test` extra: pytest, ray for tests/test_ray.py's
+#                               local two-node cluster, ...), docker-registry (the CNCF distribution registry: the
 #                               image tests run one on loopback), and (when a Python >= 3.12 is on the machine) a
 #                               venv with Harbor and envyard for tests/test_harbor_integration.py
 set -euo pipefail

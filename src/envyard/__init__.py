@@ -1,6 +1,6 @@
 """envyard: executable environments for agents — verified images and fast, isolated, forkable sandboxes."""
 
-from .errors import (BackendUnsupported, BadInput, BaseBuildError, DigestMismatch, EnvyardError, FileTooLarge, HostUnsupported, ImageNotFound,
+from .errors import (BackendUnsupported, BadInput, BaseBuildError, ClusterError, DigestMismatch, EnvyardError, FileTooLarge, HostUnsupported, ImageNotFound,
                      NotFound, NotRegularFile, PathOutsideSandbox, PlatformNotFound, RegistryAuthError, RegistryError,
                      RegistryUnreachable, RemoteImageNotFound, SandboxClosed, SandboxDied, SandboxError, SandboxNotFound,
                      ServiceError, StoreError, UnsafeLayer, UnsupportedImage)
@@ -27,7 +27,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncSandbox", "AsyncShell", "AsyncYard", "BadInput", "BaseBuildError", "DigestMismatch", "EnvyardError", "ExecResult",
-    "BackendUnsupported", "FileTooLarge", "HostUnsupported", "Image", "ImageConfig", "ImageNotFound", "Limits", "NotFound", "NotRegularFile",
+    "BackendUnsupported", "ClusterError", "FileTooLarge", "HostUnsupported", "Image", "ImageConfig", "ImageNotFound", "Limits", "NotFound", "NotRegularFile",
     "PathOutsideSandbox", "PodNetwork", "PlatformNotFound", "RegistryAuthError", "RegistryError", "RegistryUnreachable",
     "RemoteImageNotFound", "Sandbox", "SandboxClosed", "SandboxDied", "SandboxError", "SandboxNotFound", "ServiceError", "StoreError",
     "UnsafeLayer", "UnsupportedImage", "Yard", "__version__",

@@ -146,6 +146,12 @@ class BackendUnsupported(EnvyardError):
         self.feature = feature
 
 
+class ClusterError(EnvyardError):
+    """A Ray cluster that cannot be used: ray not installed, no cluster at the address, no node to run on."""
+
+    exit_code = 23
+
+
 class UnsafeLayer(EnvyardError):
     """A layer tar that would write outside its directory, holds forbidden entries, or exceeds the bounds."""
 

@@ -67,6 +67,11 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the episodes and summary as JSON."),
         backend: str = typer.Option("local", "--backend", help="Where the agent's and the verifier's sandboxes run: "
                                     "local (default) or docker (docs/docker.md)."),
+        ray: Optional[str] = typer.Option(None, "--ray", help="Run the episodes on a Ray cluster: auto (the one this "
+                                          "machine joined, or $RAY_ADDRESS) or HOST:PORT of its head; each node "
+                                          "uses its own store (docs/scale.md)."),
+        per_node: Optional[int] = typer.Option(None, "--per-node", help="With --ray: episodes at once per node "
+                                               "(default: the node's CPU count)."),
     ):
         """Run a policy on tasks; print reward, steps, time and infrastructure failures per episode."""
         from ..envs.rollout import make_policy, run_rollouts, summarize
@@ -85,9 +90,23 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                 from ..errors import BadInput
 
                 raise BadInput("--resume needs --out DIR", fix="pass the --out directory of the run to resume")
+            if ray is None and per_node is not None:
+                from ..errors import BadInput
+
+                raise BadInput("--per-node needs --ray")
+            if ray is not None and backend != "local":
+                from ..errors import BadInput
+
+                raise BadInput(f"--ray runs episodes with the local backend of each node, not --backend {backend}",
+                               fix="drop --backend, or drop --ray")
+            cluster = None
+            if ray is not None:
+                from ..envs.cluster import Cluster
+
+                cluster = Cluster(address=ray, per_node=per_node)
             found = find_tasks(tasks)
             factory = make_policy(policy, base_url=base_url)
-            yard = make_yard(backend)
+            yard = make_yard(backend) if cluster is None else None
             progress = Progress(TextColumn("rollout"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                                 TextColumn("{task.description}"), console=err, disable=as_json or not err.is_terminal)
             lock = threading.Lock()
@@ -99,8 +118,11 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                         progress.update(bar, advance=1, description=f"{ep.task}: {ep.reward}")
 
                 episodes = run_rollouts(yard, found, factory, concurrency=concurrency, out_dir=out_dir, on_done=done,
-                                        attempts=attempts, resume=resume)
-            yard.close()
+                                        attempts=attempts, resume=resume, cluster=cluster)
+            if yard is not None:
+                yard.close()
+            if cluster is not None:
+                cluster.close()
         except EnvyardError as e:
             fail(e)
         summary = summarize(episodes, policy, attempts)

@@ -18,13 +18,16 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from ..errors import BadInput
 from ..yard import Yard
 from .env import SUBMIT, TerminalEnv
 from .openai_policy import DEFAULT_SYSTEM_PROMPT, TOOLS, PolicyError
 from .task import Task, load_task
+
+if TYPE_CHECKING:
+    from .cluster import Cluster
 
 
 class Policy(Protocol):
@@ -195,6 +198,17 @@ def run_episode(yard: Yard, task: Task, policy: Policy, out_dir: Path | None = N
                 episodes: "EpisodeWriter | None" = None) -> Episode:
     """One episode: reset, let the policy act until it submits or a budget runs out, verify, record.
     With `out_dir`, the per-message trajectory file; with `episodes`, also a line of its `episodes.jsonl`."""
+    ep, messages = play_episode(yard, task, policy, attempt=attempt)
+    if out_dir is not None:
+        ep.trajectory = write_trajectory(out_dir, task.name, messages, getattr(policy, "messages", None), ep)
+    if episodes is not None:
+        episodes.write(chat_record(task, policy, messages, ep))
+    return ep
+
+
+def play_episode(yard: Yard, task: Task, policy: Policy, *, attempt: int = 0) -> tuple[Episode, list[dict]]:
+    """Run one episode and return it with its messages, writing nothing (a cluster worker returns both to the
+    driver, which records them)."""
     env = TerminalEnv(task, yard=yard)
     start = time.monotonic()
     messages: list[dict] = []
@@ -230,18 +244,21 @@ def run_episode(yard: Yard, task: Task, policy: Policy, out_dir: Path | None = N
     ep.attempt, ep.task_dir = attempt, str(Path(task.root).resolve())
     if getattr(policy, "usage", None):
         ep.metrics = {**ep.metrics, "usage": policy.usage}
-    if out_dir is not None:
-        path = out_dir / f"{task.name}-{uuid.uuid4().hex[:8]}.jsonl"
-        with path.open("w") as f:
-            for m in messages:
-                f.write(json.dumps(m) + "\n")
-            if getattr(policy, "messages", None):  # what the model itself saw, when the policy is a model
-                f.write(json.dumps({"role": "envyard_policy_messages", "messages": policy.messages}) + "\n")
-            f.write(json.dumps({"role": "envyard_result", **ep.to_dict()}) + "\n")
-        ep.trajectory = str(path)
-    if episodes is not None:
-        episodes.write(chat_record(task, policy, messages, ep))
-    return ep
+    return ep, messages
+
+
+def write_trajectory(out_dir: Path, task_name: str, messages: list[dict], policy_messages: list[dict] | None,
+                     ep: Episode) -> str:
+    """`out_dir/<task>-<hex>.jsonl`: one message per line, what the model itself saw (a model policy), then
+    the result. Returns its path."""
+    path = out_dir / f"{task_name}-{uuid.uuid4().hex[:8]}.jsonl"
+    with path.open("w") as f:
+        for m in messages:
+            f.write(json.dumps(m) + "\n")
+        if policy_messages:
+            f.write(json.dumps({"role": "envyard_policy_messages", "messages": policy_messages}) + "\n")
+        f.write(json.dumps({"role": "envyard_result", **ep.to_dict()}) + "\n")
+    return str(path)
 
 
 class EpisodeWriter:
@@ -325,12 +342,13 @@ def summarize(episodes: list[Episode], policy: str, attempts: int = 1) -> dict:
     return summary
 
 
-def run_rollouts(yard: Yard, tasks: list[Path], make: Callable[[], Policy], *, concurrency: int = 4,
+def run_rollouts(yard: Yard | None, tasks: list[Path], make: Callable[[], Policy], *, concurrency: int = 4,
                  out_dir: Path | None = None, on_done: Callable[[Episode], None] | None = None,
-                 attempts: int = 1, resume: bool = False) -> list[Episode]:
+                 attempts: int = 1, resume: bool = False, cluster: "Cluster | None" = None) -> list[Episode]:
     """Run `make()` on every task `attempts` times (a task listed twice runs 2 × attempts times), `concurrency`
-    episodes at once. With `out_dir`: trajectories and `out_dir/episodes.jsonl`. `resume=True` continues an
-    interrupted `out_dir`: the episodes its `episodes.jsonl` already holds (matched by task directory and
+    episodes at once — or, with `cluster` (envs/cluster.py), on the nodes of a Ray cluster, each in its own
+    store, `cluster.per_node` at once per node (`yard` and `concurrency` are then unused). With `out_dir`:
+    trajectories and `out_dir/episodes.jsonl`. `resume=True` continues an interrupted `out_dir`: the episodes its `episodes.jsonl` already holds (matched by task directory and
     attempt number) are not run again, and come back in the result with the new ones, in job order.
     `on_done(ep)` is called for each episode as it ends (and for each resumed one)."""
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
@@ -372,6 +390,11 @@ def run_rollouts(yard: Yard, tasks: list[Path], make: Callable[[], Policy], *, c
             n = count.get(key, 0)
             count[key] = n + 1
             jobs.append((task, n))
+
+    if cluster is not None:
+        from .cluster import run_on_cluster
+
+        return run_on_cluster(cluster, jobs, make, done=done, out_dir=out_dir, writer=writer, on_done=on_done)
 
     def one(job: tuple[Task, int]) -> Episode:
         task, attempt = job

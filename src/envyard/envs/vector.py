@@ -20,7 +20,7 @@ import functools
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -31,6 +31,9 @@ from ..errors import BadInput
 from ..yard import Yard
 from .env import TerminalEnv
 from .task import Task
+
+if TYPE_CHECKING:
+    from .cluster import Cluster
 
 Step = tuple[str, float, bool, bool, dict]
 
@@ -76,10 +79,15 @@ class VectorTerminalEnv(gym.vector.VectorEnv):
     instruction, `infos["final_obs"]`/`infos["final_info"]` hold the ended episode's. DISABLED: nothing resets
     by itself (reset with `options={"reset_mask": mask}`); stepping an ended environment returns TerminalEnv's
     "episode is over" reply. An auto-reset starts the environment's latest task again (a fresh sandbox).
+
+    `cluster` (an `envyard.envs.cluster.Cluster`): the environments run on the nodes of a Ray cluster, spread
+    over them, each node in its own store (envs/cluster_env.py); the API is the same. An environment whose
+    node dies ends its episode with `infra_error="node_lost"` and starts on a live node at its next reset.
     """
 
     def __init__(self, tasks: list[str | Path | Task], *, yard: Yard | None = None, threads: int | None = None,
-                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, **env_kwargs):
+                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, cluster: "Cluster | None" = None,
+                 **env_kwargs):
         if not tasks:
             raise BadInput("VectorTerminalEnv needs at least one task")
         try:
@@ -88,9 +96,19 @@ class VectorTerminalEnv(gym.vector.VectorEnv):
             raise BadInput(f"autoreset_mode {autoreset_mode!r} is not one of "
                            f"{[m.value for m in AutoresetMode]}") from None
         self.autoreset_mode = mode
-        self.yard = yard or Yard()
-        self._own_yard = yard is None
-        self.envs = [TerminalEnv(t, yard=self.yard, **env_kwargs) for t in tasks]
+        self._placement = None
+        if cluster is not None:  # each environment on a node of a Ray cluster (envs/cluster_env.py)
+            if yard is not None:
+                raise BadInput("give yard or cluster, not both", fix="each node of a cluster uses its own store")
+            from .cluster_env import Placement, RemoteTerminalEnv
+
+            self.yard, self._own_yard = None, False
+            self._placement = Placement(cluster, slots=cluster.per_node or len(tasks))
+            self.envs = [RemoteTerminalEnv(t, self._placement, env_kwargs) for t in tasks]
+        else:
+            self.yard = yard or Yard()
+            self._own_yard = yard is None
+            self.envs = [TerminalEnv(t, yard=self.yard, **env_kwargs) for t in tasks]
         self.num_envs = len(self.envs)
         self.metadata = {"autoreset_mode": mode, "render_modes": ["ansi"]}
         self.render_mode = self.envs[0].render_mode
@@ -193,6 +211,8 @@ class VectorTerminalEnv(gym.vector.VectorEnv):
             env.close()
         if self._own_yard:
             self.yard.close()
+        if self._placement is not None:
+            self._placement.close()
 
     # ---- EnvPool-style asynchronous API -------------------------------------------------------------------
 
