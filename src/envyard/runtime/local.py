@@ -30,7 +30,7 @@ from ..bases.host import host_view_pinned
 from ..errors import HostUnsupported, SandboxClosed, SandboxDied, SandboxError
 from ..store import SandboxRecord, Store
 from .backend import Capabilities, SandboxSpec, check_spec
-from . import files
+from . import applylayer, files
 from .bwrap import check_overlay_support, find_bwrap
 from . import seccomp, userns
 from .cgroups import Cgroups
@@ -497,6 +497,10 @@ class LocalSandbox:
     def download(self, parts: list[str], dest: Path, max_bytes: int, max_entries: int) -> list[str]:
         with self._root() as root:
             return files.download(root, parts, dest, max_bytes, max_entries)
+
+    def apply_layer(self, layer: Path) -> None:
+        with self._root() as root:
+            applylayer.apply_layer(root, layer)
 
     def root_process(self) -> tuple[int, int]:
         """Host pid and start time of the sandbox's pid-1, whose root directory is the sandbox's filesystem."""
