@@ -172,7 +172,7 @@ def verify(yard: Yard, task: Task, image: Image, agent: Sandbox, services: Servi
                                          f"max_carry_size {task.max_carry_bytes} bytes, {MAX_ENTRIES} entries)"})
     v = _merged_into_prepared(prepared, dest) if prepared is not None and services is None else None
     if v is not None:
-        store.discard_dir(dest)
+        store.discard_dir(dest, background=True)  # merged: its deletion is off the episode's path
         try:
             with v:
                 return _run_tests(v, task, image, dropped)
