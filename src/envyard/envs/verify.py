@@ -1,9 +1,10 @@
 """Building a task's image, and tamper-proof verification of an agent's final state.
 
 Verification never runs where the agent ran. The agent's processes are killed first (none survives into
-verification), then only the paths the task says the agent produces are carried, filtered, into a fresh
-sandbox over the task's image (see carry.py); the tests enter that sandbox only then, and run from /tests
-with the image's own tools.
+verification), then only the paths the task says the agent produces are carried, filtered (see carry.py), into
+a verifier sandbox over the task's image: one prepared ahead with /tests in place (prepared.py), into which the
+carried layer is merged, or else a fresh one over image + carried layer, into which the tests are copied.
+Either way the tests run from /tests with the image's own tools.
 """
 
 from __future__ import annotations
