@@ -541,7 +541,9 @@ class LocalSandbox:
     # ---- processes ----------------------------------------------------------------------------------------
 
     def host_pids(self) -> list[int]:
-        return procinfo.pids_in_namespace(self.pid_ns)
+        # Every process of the sandbox descends from its pid-1 (orphans are reparented to it): walking down
+        # from there costs what the sandbox holds, where scanning /proc cost ~0.25 ms per host process.
+        return [p for p in procinfo.descendants(self.init_pid) if procinfo.pid_namespace(p) == self.pid_ns]
 
     def _host_pid_of(self, inner: int) -> int | None:
         for pid in self.host_pids():
