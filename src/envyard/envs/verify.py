@@ -171,7 +171,11 @@ def verify(yard: Yard, task: Task, image: Image, agent: Sandbox, services: Servi
         return Verdict(0.0, {"rejected": f"the agent's work under {', '.join(task.carry)} is too large: "
                                          f"{carried.size} bytes in {carried.entries} entries (limits: "
                                          f"max_carry_size {task.max_carry_bytes} bytes, {MAX_ENTRIES} entries)"})
-    v = _merged_into_prepared(prepared, dest) if prepared is not None and services is None else None
+    v = None
+    if prepared is not None and services is None:
+        v = _merged_into_prepared(prepared, dest)
+    elif prepared is not None:
+        prepared.close()  # a compose task's verifier must join the services' network: started fresh below
     if v is not None:
         store.discard_dir(dest, background=True)  # merged: its deletion is off the episode's path
         try:
