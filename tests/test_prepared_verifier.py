@@ -12,7 +12,8 @@ from envyard.envs import SUBMIT, TerminalEnv
 
 # Lists every entry under /w: type, mode, owner, size, link target, content hash, hard links.
 LISTING = ("cd /w && find . -printf '%y %m %U:%G %p %l\\n' | sort && find . -type f -printf '%n %s %p\\n' | sort && "
-           "find . -type f -exec sha256sum {} + | sort && python3 -c 'import os; print(os.getxattr(\"new.txt\", \"user.note\"))'")
+           "find . -type f -exec sha256sum {} + | sort && "
+           "python3 -c 'import os; print(os.getxattr(\"new.txt\", \"user.note\"))'")
 
 CHANGES = " && ".join([
     "echo new > /w/new.txt", "echo changed >> /w/keep/a.txt", "rm /w/keep/b.txt",     # add, change, delete
@@ -20,7 +21,8 @@ CHANGES = " && ".join([
     "rm -rf /w/redo && mkdir /w/redo && echo only > /w/redo/only.txt",                 # opaque directory
     "mkdir -p /w/deep/er && echo x > /w/deep/er/x", "chmod 750 /w/deep", "chown -R 1234:5678 /w/deep",
     "ln -s ../new.txt /w/keep/link", "ln -s /etc/passwd /w/abs", "ln /w/new.txt /w/hard",
-    "mkfifo /w/fifo", "rm /w/file-then-dir && mkdir /w/file-then-dir", "rm -rf /w/dir-then-file && echo f > /w/dir-then-file",
+    "mkfifo /w/fifo", "rm /w/file-then-dir && mkdir /w/file-then-dir",
+    "rm -rf /w/dir-then-file && echo f > /w/dir-then-file",
     "chmod 4755 /w/keep/a.txt", "python3 -c 'import os; os.setxattr(\"/w/new.txt\", \"user.note\", b\"hi\")'",
 ])
 
@@ -64,7 +66,7 @@ for f in /tmp/verifier-was-here /app/verifier-was-here /logs/verifier/was-here /
   [ -e "$f" ] && { echo "leftover $f"; echo 0 > /logs/verifier/reward.txt; exit 0; }
   echo "$HOSTNAME" > "$f"
 done
-[ "$(cat /app/answer.txt 2>/dev/null)" = 42 ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt
+if [ "$(cat /app/answer.txt 2>/dev/null)" = 42 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt
 """
 
 
