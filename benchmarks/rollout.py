@@ -3,8 +3,10 @@
 
 Each episode: start an environment (envyard: VectorTerminalEnv.reset(); docker: `docker run -d`), take
 --steps cheap shell steps (`echo step $i >> /app/log.txt && tail -n 1 /app/log.txt`), then score the log
-(envyard: the `submit` action, i.e. tamper-proof verification in a fresh sandbox; docker: a verifier
-`docker exec` plus `docker rm -f`). N environments run at once, for each N in --concurrency.
+(envyard: the `submit` action, i.e. tamper-proof verification in a verifier sandbox started and prepared
+while the agent works; docker: a verifier `docker exec` plus `docker rm -f`). N environments run at once, for
+each N in --concurrency. envyard also runs with the verifier started only at submit (`envyard-fresh`), to show
+what preparing it ahead buys.
 
 Prints a rich table and writes JSON (with machine info). See benchmarks/README.md.
 
@@ -48,6 +50,8 @@ TASK_NAME = "rollout-bench"
 DOCKER_IMAGE = "envyard-bench-rollout:bookworm"
 DOCKER_LABEL = "envyard-bench-rollout"
 TARGET_N, TARGET_RATIO = 8, 20.0
+EPISODE_TARGET_RATIO = 30.0  # issue #12: episodes/s must follow steps/s (verification prepared ahead)
+FRESH = "envyard-fresh"  # envyard with the verifier started only at submit (prepare_verifier=False)
 
 
 # ---- the task and the policy ------------------------------------------------------------------------------------
@@ -249,10 +253,10 @@ class Bench:
 
     # -- envyard --
 
-    def run_envyard(self, n: int, episodes: int, steps: int) -> Run:
-        run = Run("envyard", n, episodes, steps)
+    def run_envyard(self, n: int, episodes: int, steps: int, prepare: bool = True) -> Run:
+        run = Run("envyard" if prepare else FRESH, n, episodes, steps)
         t_all = time.perf_counter()
-        self.venv = venv = VectorTerminalEnv([self.task] * n, yard=self.yard, threads=n)
+        self.venv = venv = VectorTerminalEnv([self.task] * n, yard=self.yard, threads=n, prepare_verifier=prepare)
         try:
             for _ in range(episodes):
                 t0 = time.perf_counter()
@@ -387,7 +391,11 @@ class Bench:
             self.run_docker(1, 1, 2)
         for n in a.concurrency:
             console.rule(f"N = {n}: {n} environments × {a.episodes_per_env} episodes × {a.steps} steps")
-            sides = [("envyard", self.run_envyard)] + ([("docker", self.run_docker)] if self.docker_ok else [])
+            sides = [("envyard", self.run_envyard)]
+            if not a.skip_fresh:
+                sides.append((FRESH, lambda *x: self.run_envyard(*x, prepare=False)))
+            if self.docker_ok:
+                sides.append(("docker", self.run_docker))
             for side, fn in sides:
                 sbench.settle(1.0)
                 try:
@@ -397,7 +405,7 @@ class Bench:
                 except Exception as e:  # noqa: BLE001 - report it, go on with the rest
                     self.note(f"{side} N={n} failed: {type(e).__name__}: {e}")
                     console.print_exception(max_frames=6)
-                    if side == "envyard":
+                    if side != "docker":
                         with contextlib.suppress(Exception):
                             self.yard.close()
                     continue
@@ -437,22 +445,29 @@ class Bench:
                             f"docker {machine['docker'] or 'n/a'}; {a.episodes_per_env} episodes × {a.steps} steps "
                             f"per environment")
         for col in ("N", "steps/s envyard", "steps/s docker", "ratio", "episodes/s envyard", "episodes/s docker",
-                    "ratio ", "p50 step envyard", "p50 step docker", "target", "ok", "correct"):
+                    "ratio ", "episodes/s envyard-fresh", "ratio  ", "p50 step envyard", "p50 step docker", "target",
+                    "ok", "correct"):
             table.add_column(col.strip(), justify="left" if col == "target" else "right", overflow="fold")
         targets = []
         for n in a.concurrency:
-            e, d = self.get("envyard", n), self.get("docker", n)
+            e, d, f = self.get("envyard", n), self.get("docker", n), self.get(FRESH, n)
             es, ds = e and e.steps_per_s, d and d.steps_per_s
             ee, de = e and e.episodes_per_s, d and d.episodes_per_s
             ratio = es / ds if es and ds else None
             ep_ratio = ee / de if ee and de else None
+            fe = f and f.episodes_per_s
+            fresh_ratio = fe / de if fe and de else None
             target, ok = "", None
             if n == TARGET_N:
-                target = f"steps ≥{TARGET_RATIO:.0f}× docker"
-                ok = None if ratio is None else ratio >= TARGET_RATIO
-                targets.append({"n": n, "steps_ratio": ratio, "min_ratio": TARGET_RATIO, "ok": ok})
+                target = f"steps ≥{TARGET_RATIO:.0f}×, episodes ≥{EPISODE_TARGET_RATIO:.0f}× docker"
+                steps_ok = None if ratio is None else ratio >= TARGET_RATIO
+                episodes_ok = None if ep_ratio is None else ep_ratio >= EPISODE_TARGET_RATIO
+                ok = None if steps_ok is None or episodes_ok is None else steps_ok and episodes_ok
+                targets.append({"n": n, "steps_ratio": ratio, "min_ratio": TARGET_RATIO, "ok": steps_ok,
+                                "episodes_ratio": ep_ratio, "min_episodes_ratio": EPISODE_TARGET_RATIO,
+                                "episodes_ok": episodes_ok, "episodes_ratio_fresh_verifier": fresh_ratio})
             wrong = []  # every step's output and every verdict is checked, on both sides
-            for r in (e, d):
+            for r in (e, d, f):
                 if r and (r.bad_steps or r.failed_episodes):
                     wrong.append(f"{r.side} N={n}: {r.bad_steps} wrong steps, {r.failed_episodes} failed episodes")
             if e is None:
@@ -462,7 +477,8 @@ class Bench:
             self.notes.extend(wrong)
             table.add_row(
                 str(n), num(es), num(ds), num(ratio, ".0f", "×"), num(ee, ".2f"), num(de, ".2f"),
-                num(ep_ratio, ".1f", "×"), num(e and sbench.median(e.step_ms), ".2f", " ms"),
+                num(ep_ratio, ".1f", "×"), num(fe, ".2f"), num(fresh_ratio, ".1f", "×"),
+                num(e and sbench.median(e.step_ms), ".2f", " ms"),
                 num(d and sbench.median(d.step_ms), ".1f", " ms"), target,
                 "" if ok is None else ("[green]✓[/]" if ok else "[red]✗[/]"),
                 "[red]✗[/]" if wrong else "[green]✓[/]")
@@ -473,13 +489,13 @@ class Bench:
                     "background teardown after the last round"):
             phases.add_column(col, justify="left" if col == "side" else "right")
         for n in a.concurrency:
-            for side in ("envyard", "docker"):
+            for side in ("envyard", FRESH, "docker"):
                 r = self.get(side, n)
                 if r is None or not r.rounds:
                     continue
                 phases.add_row(str(n), side, num(r.phase_ms("start_s"), ".1f", " ms"),
                                num(r.phase_ms("steps_s"), ".1f", " ms"), num(r.phase_ms("verify_s"), ".1f", " ms"),
-                               f"{r.drain_s * 1000:.1f} ms" if side == "envyard" else "")
+                               f"{r.drain_s * 1000:.1f} ms" if side != "docker" else "")
         console.print(phases)
         for text in self.notes:
             console.print(f"[yellow]note:[/] {text}")
@@ -508,6 +524,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="episodes each environment runs per concurrency level (default 2; 1 with --quick)")
     p.add_argument("--concurrency", default="1,8,64", help="comma list of N, environments at once (default 1,8,64)")
     p.add_argument("--skip-docker", action="store_true", help="do not measure docker")
+    p.add_argument("--skip-fresh", action="store_true",
+                   help="do not measure envyard with the verifier started only at submit (envyard-fresh)")
     p.add_argument("--quick", action="store_true", help="smoke run: 5 steps, 1 episode per environment")
     args = p.parse_args(argv)
     args.steps = args.steps if args.steps is not None else (5 if args.quick else 20)

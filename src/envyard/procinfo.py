@@ -69,6 +69,26 @@ def pid_namespace(pid: int) -> int | None:
     return int(link[link.index("[") + 1 : -1])
 
 
+def descendants(pid: int) -> list[int]:
+    """`pid` and every process below it, parents first, from the kernel's child lists (every thread's:
+    a child belongs to the thread that forked it). Cheaper than scanning all of /proc on a busy host."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop(0)
+        found.append(p)
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+            except OSError:
+                pass
+    return found
+
+
 def pids_in_namespace(ns_inode: int) -> list[int]:
     """Host pids of every process whose pid namespace is `ns_inode`."""
     found = []

@@ -371,6 +371,14 @@ class Sandbox:
         max_entries = validate.integer(max_entries, "max_entries", minimum=1)
         return self._h.download(parts, dest, max_bytes, max_entries)
 
+    def apply_layer(self, layer: str | Path) -> None:
+        """Merge a layer dir (an overlay upper dir's format, e.g. a carried copy of another sandbox's changes)
+        into this sandbox's files, as if the sandbox had started over it (runtime/applylayer.py). Only for a
+        sandbox in which nothing untrusted has run yet; a local-backend feature."""
+        apply = getattr(self._h, "apply_layer", None)
+        require(self.yard.backend, "apply_layer", apply is not None)
+        apply(Path(layer))
+
     # ---- state --------------------------------------------------------------------------------------------
 
     def snapshot(self, name: str | None = None) -> Image:

@@ -2,8 +2,9 @@
 
 reset(options={"task": DIR or Task}) → the instruction. step(command) → the command's output. The action
 `submit` (or the step or time budget running out) ends the episode: the verifier scores the final state in a
-separate sandbox (see verify.py) and the reward arrives with `terminated` (or `truncated`). An infrastructure
-failure ends the episode with reward 0.0 and `info["infra_error"]` set, so a trainer can mask it.
+separate sandbox (see verify.py; it is started and prepared while the agent works, prepared.py), and the
+reward arrives with `terminated` (or `truncated`). An infrastructure failure ends the episode with reward 0.0
+and `info["infra_error"]` set, so a trainer can mask it.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from ..errors import BadInput, EnvyardError, SandboxDied
 from ..runtime.result import MAX_OUTPUT_CEILING, ExecResult
 from ..yard import Sandbox, Yard
 from .services import Services
+from .prepared import PreparedVerifier
 from .task import Task, load_task
-from .verify import (INFRA_SANDBOX, INFRA_SETUP, InfraError, Verdict, sandbox_limits, service_image, task_image,
-                     verify)
+from .verify import (INFRA_SANDBOX, INFRA_SETUP, InfraError, Verdict, sandbox_limits, service_image,
+                     start_verifier, task_image, verify)
 
 SUBMIT = "submit"
 MAX_TEXT = 1 << 20
@@ -51,7 +53,7 @@ class TerminalEnv(gym.Env):
 
     def __init__(self, task: str | Path | Task | None = None, *, yard: Yard | None = None,
                  step_timeout: float = 60.0, observation_bytes: int = DEFAULT_OBSERVATION_BYTES,
-                 render_mode: str | None = None):
+                 render_mode: str | None = None, prepare_verifier: bool = True):
         self.yard = yard or Yard()
         self._own_yard = yard is None
         self.default_task = task
@@ -70,6 +72,10 @@ class TerminalEnv(gym.Env):
         self._started = 0.0
         self._last = ""
         self.verdict: Verdict | None = None
+        self._verifier: PreparedVerifier | None = None
+        # Each episode's verifier is started and prepared while the agent works (envs/prepared.py); False
+        # starts it only at submit.
+        self.prepare_verifier = prepare_verifier
 
     # ---- gymnasium API ------------------------------------------------------------------------------------
 
@@ -96,6 +102,9 @@ class TerminalEnv(gym.Env):
                                              limits=sandbox_limits(self.yard, self.task), env=self.task.env,
                                              workdir=self.task.workdir)
             self._shell = self.sandbox.shell(user=self.image.config.user)  # the image's USER, as Docker runs it
+            if not self.task.services and self.prepare_verifier:
+                task, image = self.task, self.image
+                self._verifier = PreparedVerifier(self.yard, lambda: start_verifier(self.yard, task, image))
         except InfraError as e:
             info.update(infra_error=e.kind, infra_detail=str(e))
         except EnvyardError as e:
@@ -159,7 +168,8 @@ class TerminalEnv(gym.Env):
     def _finish(self, terminated: bool):
         self._shell = None
         # verify() closes the agent's sandbox; the services stay up until the tests are done with them
-        self.verdict = verify(self.yard, self.task, self.image, self.sandbox, self.services)
+        prepared, self._verifier = self._verifier, None
+        self.verdict = verify(self.yard, self.task, self.image, self.sandbox, self.services, prepared)
         self.sandbox = None
         self._close_services()
         reward = self.verdict.reward if self.verdict.reward is not None else 0.0
@@ -181,6 +191,9 @@ class TerminalEnv(gym.Env):
                 "dropped_count": v.dropped_count, "steps": self._steps}
 
     def _close_sandbox(self):
+        if self._verifier is not None:
+            self._verifier.close()
+            self._verifier = None
         if self.sandbox is not None:
             self.sandbox.close()
             self.sandbox = None

@@ -1,27 +1,38 @@
 """Building a task's image, and tamper-proof verification of an agent's final state.
 
 Verification never runs where the agent ran. The agent's processes are killed first (none survives into
-verification), then only the paths the task says the agent produces are carried, filtered, into a fresh
-sandbox over the task's image (see carry.py); the tests enter that sandbox only then, and run from /tests
-with the image's own tools.
+verification), then only the paths the task says the agent produces are carried, filtered (see carry.py), into
+a verifier sandbox over the task's image: one prepared ahead with /tests in place (prepared.py), into which the
+carried layer is merged, or else a fresh one over image + carried layer, into which the tests are copied.
+Either way the tests run from /tests with the image's own tools.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+import os
 import re
+import shutil
+import stat
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from ..errors import EnvyardError
+from ..errors import EnvyardError, FileTooLarge
+from ..overlay import mark_opaque
 from ..runtime.holder import ROOT_USERS
 from ..runtime.limits import Limits
 from ..store import Image
+from ..store.store import remove_tree
 from ..yard import Sandbox, Yard
-from .carry import MAX_ENTRIES, carry_changes
+from .carry import MAX_ENTRIES, NEVER_CARRIED, carry_changes
 from .foreign import slug
+from .prepared import PreparedVerifier
 from .services import Services
 from .task import Task
+
+log = logging.getLogger("envyard")
 
 # The verifier's environment on top of the image's. Git runs code named in a repository's own config
 # (core.fsmonitor, hooks, a pager) even for read-only commands; settings given this way win over the
@@ -136,11 +147,13 @@ def _setup_image(yard: Yard, task: Task) -> Image:
 # ---- running the verifier -----------------------------------------------------------------------------------
 
 
-def verify(yard: Yard, task: Task, image: Image, agent: Sandbox, services: Services | None = None) -> Verdict:
+def verify(yard: Yard, task: Task, image: Image, agent: Sandbox, services: Services | None = None,
+           prepared: PreparedVerifier | None = None) -> Verdict:
     """Score the agent's final state (its sandbox may have died: its files are what counts). Closes `agent`.
     With `services` (a compose task's), the verifier joins their pod network, as tests run beside the
-    services under Docker Compose. Infrastructure failures come back as `infra_error`; nothing the agent can
-    do makes one."""
+    services under Docker Compose. With `prepared` (a verifier started ahead for this episode, envs/prepared.py),
+    the carried work is merged into it instead of starting a fresh one; if it cannot be used, a fresh one is.
+    Infrastructure failures come back as `infra_error`; nothing the agent can do makes one."""
     store = yard.store
     dest = store.new_layer_dir()
     try:
@@ -149,15 +162,31 @@ def verify(yard: Yard, task: Task, image: Image, agent: Sandbox, services: Servi
                                 task.protected, task.max_carry_bytes)
     except EnvyardError as e:
         store.discard_dir(dest)
+        if prepared is not None:
+            prepared.close()
         return Verdict(None, infra_error=INFRA_SANDBOX, infra_detail=f"could not copy the agent's work: {e}")
     finally:
         agent.close()
     dropped = {"dropped": carried.dropped, "dropped_count": carried.dropped_count}
     if carried.too_large:
         store.discard_dir(dest)
+        if prepared is not None:
+            prepared.close()
         return Verdict(0.0, {"rejected": f"the agent's work under {', '.join(task.carry)} is too large: "
                                          f"{carried.size} bytes in {carried.entries} entries (limits: "
                                          f"max_carry_size {task.max_carry_bytes} bytes, {MAX_ENTRIES} entries)"})
+    v = None
+    if prepared is not None and services is None:
+        v = _merged_into_prepared(prepared, dest)
+    elif prepared is not None:
+        prepared.close()  # a compose task's verifier must join the services' network: started fresh below
+    if v is not None:
+        store.discard_dir(dest, background=True)  # merged: its deletion is off the episode's path
+        try:
+            with v:
+                return _run_tests(v, task, image, dropped)
+        except EnvyardError as e:
+            return Verdict(None, infra_error=INFRA_VERIFIER_CRASH, infra_detail=str(e), **dropped)
     layer = store.seal_layer(dest, {"verifier_view": task.name})
     view = Image(name=image.name, layers=[*image.layers, layer.id], config=image.config, created=image.created)
     network, hostname = task.verifier_network, None
@@ -166,38 +195,148 @@ def verify(yard: Yard, task: Task, image: Image, agent: Sandbox, services: Servi
         if task.verifier_network == "host":
             network.connect_internet()  # the tests may fetch what they need, as the task allows
     try:
-        with yard.sandbox(view, network=network, limits=sandbox_limits(yard, task), workdir="/",
-                          env={**task.env, **task.verifier_env, **VERIFIER_ENV}, hostname=hostname) as v:
-            # /tests and /logs are never carried; the tests are copied in by the owner, not by a program inside.
-            prep = v.exec(["/bin/sh", "-c", "rm -rf /tests /logs && mkdir -p /tests /logs/verifier /logs/agent"],
-                          max_output=1 << 16)
-            if prep.exit_code != 0:
-                return Verdict(None, infra_error=INFRA_VERIFIER_CRASH, **dropped,
-                               infra_detail=f"could not prepare /tests and /logs: {prep.stderr.strip()[-300:]}")
-            for host_path, inside in task.verifier_files:
-                if host_path.exists():
-                    v.upload(host_path, inside)
-            user = image.config.user  # the tests run as the image's USER, as in the container the task came from
-            if user not in ROOT_USERS:
-                v.exec(["chmod", "-R", "a+rwX", "/tests", "/logs"], max_output=1 << 16)
-            command = task.test_command or ("bash /tests/test.sh" if (task.tests_dir / "test.sh").is_file()
-                                            else "python3 -m unittest discover -s /tests -p 'test*.py'")
-            r = v.exec(command, cwd="/tests", timeout=task.verifier_timeout, max_output=64_000, user=user)
-            out = (r.stdout + r.stderr)[-8000:]
-            if r.timed_out:
-                # Not an infrastructure error: the agent's work can stall a verifier (an endless answer, a
-                # program that hangs), and a masked episode would teach it to do so.
-                return Verdict(0.0, {"verifier_timed_out": True}, r.exit_code, out, r.duration, **dropped)
-            reward, metrics = (pytest_reward(r.exit_code, r.stdout + r.stderr) if task.reward_from == "pytest"
-                               else _read_reward(v, r.exit_code))
-            if reward is None:
-                return Verdict(None, metrics, r.exit_code, out, r.duration, **dropped,
-                               infra_error=INFRA_VERIFIER_CRASH, infra_detail=metrics["reward_error"])
-            return Verdict(reward, metrics, r.exit_code, out, r.duration, **dropped)
+        with _verifier_sandbox(yard, task, view, network, hostname) as v:
+            problem = _prepare(v, task, image)
+            if problem:
+                return Verdict(None, infra_error=INFRA_VERIFIER_CRASH, infra_detail=problem, **dropped)
+            return _run_tests(v, task, image, dropped)
     except EnvyardError as e:
         return Verdict(None, infra_error=INFRA_VERIFIER_CRASH, infra_detail=str(e), **dropped)
     finally:
         store.remove_layer(layer.id)
+
+
+def start_verifier(yard: Yard, task: Task, image: Image) -> Sandbox:
+    """A verifier over the task's image alone with /tests and /logs in place: what PreparedVerifier makes ahead
+    (only for tasks without services, whose pod network exists only during the episode)."""
+    v = _verifier_sandbox(yard, task, image, task.verifier_network, None)
+    try:
+        problem = _prepare(v, task, image)
+        if problem:
+            raise InfraError(INFRA_VERIFIER_CRASH, problem)
+    except BaseException:
+        v.close()
+        raise
+    return v
+
+
+def _verifier_sandbox(yard: Yard, task: Task, image: Image, network, hostname) -> Sandbox:
+    return yard.sandbox(image, network=network, limits=sandbox_limits(yard, task), workdir="/",
+                        env={**task.env, **task.verifier_env, **VERIFIER_ENV}, hostname=hostname)
+
+
+def _merged_into_prepared(prepared: PreparedVerifier, carried: Path) -> Sandbox | None:
+    """The prepared verifier with the carried work merged in, or None (then a fresh verifier is used)."""
+    v = prepared.take()
+    if v is None:
+        return None
+    try:
+        for name in NEVER_CARRIED:  # its /tests and /logs are in place: nothing carried may land there
+            remove_tree(carried / name.lstrip("/"))
+        v.apply_layer(carried)
+        if not _has_shell(v):
+            # The agent's work deleted the verifier's shell. A fresh verifier reports that as it always did.
+            raise EnvyardError("the carried work leaves the verifier without /bin/sh")
+    except (EnvyardError, OSError) as e:
+        log.info("merging into the prepared verifier failed (a fresh one is used): %s", e)
+        v.close()
+        return None
+    return v
+
+
+def _has_shell(v: Sandbox) -> bool:
+    try:
+        v.read_file("/bin/sh", max_bytes=0)
+    except FileTooLarge:
+        return True  # a regular file, resolved inside the sandbox
+    except (FileNotFoundError, EnvyardError):
+        return False
+    return False  # empty
+
+
+def _prepare(v: Sandbox, task: Task, image: Image) -> str | None:
+    """Put /tests and /logs in place; a problem's description, or None."""
+    # /tests and /logs are never carried; the tests are copied in by the owner, not by a program inside.
+    if v.backend == "local" and all(inside == "/tests" or inside.startswith("/tests/")
+                                    for _, inside in task.verifier_files):
+        # The usual case, without running anything in the sandbox: a small layer holding /tests and /logs as
+        # opaque directories (what `rm -rf` + copy would leave), merged from the host.
+        store = v.yard.store
+        layer = store.new_layer_dir()
+        try:
+            _tests_layer(layer, task, open_to_all=image.config.user not in ROOT_USERS)
+            v.apply_layer(layer)
+        except OSError as e:
+            return f"could not prepare /tests and /logs: {e}"
+        finally:
+            store.discard_dir(layer, background=True)
+        # what the `sh -c` of the other way would have found out: the carried work can delete the shell
+        return None if _has_shell(v) else "could not prepare /tests and /logs: the verifier has no /bin/sh"
+    prep = v.exec(["/bin/sh", "-c", "rm -rf /tests /logs && mkdir -p /tests /logs/verifier /logs/agent"],
+                  max_output=1 << 16)
+    if prep.exit_code != 0:
+        return f"could not prepare /tests and /logs: {prep.stderr.strip()[-300:]}"
+    for host_path, inside in task.verifier_files:
+        if host_path.exists():
+            v.upload(host_path, inside)
+    if image.config.user not in ROOT_USERS:
+        v.exec(["chmod", "-R", "a+rwX", "/tests", "/logs"], max_output=1 << 16)
+    return None
+
+
+def _tests_layer(layer: Path, task: Task, open_to_all: bool) -> None:
+    """Fill `layer` with opaque /tests (the task's verifier files) and /logs/{verifier,agent}. Files belong to
+    root; with `open_to_all` (tests run as a non-root USER) everything is made a+rwX, as `chmod -R` would."""
+    for name in ("tests", "logs/verifier", "logs/agent"):
+        (layer / name).mkdir(parents=True, exist_ok=True)
+    mark_opaque(layer / "tests")
+    mark_opaque(layer / "logs")
+    for host_path, inside in task.verifier_files:
+        if not host_path.exists():
+            continue
+        target = layer / inside.lstrip("/")
+        if host_path.is_dir():
+            shutil.copytree(host_path, target, symlinks=True, dirs_exist_ok=True, ignore=_not_copied)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(host_path, target)
+    for path in (layer / "tests", layer / "logs"):
+        for entry in [path, *path.rglob("*")]:
+            st = os.lstat(entry)
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            os.chown(entry, 0, 0)
+            if open_to_all:
+                execute = 0o111 if stat.S_ISDIR(st.st_mode) or st.st_mode & 0o111 else 0
+                os.chmod(entry, stat.S_IMODE(st.st_mode) | 0o666 | execute)
+
+
+def _not_copied(directory: str, names: list[str]) -> list[str]:
+    """FIFOs, sockets and devices in a task's tests are skipped (as Sandbox.upload skips them)."""
+    skip = []
+    for name in names:
+        mode = os.lstat(os.path.join(directory, name)).st_mode
+        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            skip.append(name)
+    return skip
+
+
+def _run_tests(v: Sandbox, task: Task, image: Image, dropped: dict) -> Verdict:
+    user = image.config.user  # the tests run as the image's USER, as in the container the task came from
+    command = task.test_command or ("bash /tests/test.sh" if (task.tests_dir / "test.sh").is_file()
+                                    else "python3 -m unittest discover -s /tests -p 'test*.py'")
+    r = v.exec(command, cwd="/tests", timeout=task.verifier_timeout, max_output=64_000, user=user)
+    out = (r.stdout + r.stderr)[-8000:]
+    if r.timed_out:
+        # Not an infrastructure error: the agent's work can stall a verifier (an endless answer, a
+        # program that hangs), and a masked episode would teach it to do so.
+        return Verdict(0.0, {"verifier_timed_out": True}, r.exit_code, out, r.duration, **dropped)
+    reward, metrics = (pytest_reward(r.exit_code, r.stdout + r.stderr) if task.reward_from == "pytest"
+                       else _read_reward(v, r.exit_code))
+    if reward is None:
+        return Verdict(None, metrics, r.exit_code, out, r.duration, **dropped,
+                       infra_error=INFRA_VERIFIER_CRASH, infra_detail=metrics["reward_error"])
+    return Verdict(reward, metrics, r.exit_code, out, r.duration, **dropped)
 
 
 def sandbox_limits(yard: Yard, task: Task) -> Limits:

@@ -30,7 +30,7 @@ from ..bases.host import host_view_pinned
 from ..errors import HostUnsupported, SandboxClosed, SandboxDied, SandboxError
 from ..store import SandboxRecord, Store
 from .backend import Capabilities, SandboxSpec, check_spec
-from . import files
+from . import applylayer, files
 from .bwrap import check_overlay_support, find_bwrap
 from . import seccomp, userns
 from .cgroups import Cgroups
@@ -498,6 +498,10 @@ class LocalSandbox:
         with self._root() as root:
             return files.download(root, parts, dest, max_bytes, max_entries)
 
+    def apply_layer(self, layer: Path) -> None:
+        with self._root() as root:
+            applylayer.apply_layer(root, layer)
+
     def root_process(self) -> tuple[int, int]:
         """Host pid and start time of the sandbox's pid-1, whose root directory is the sandbox's filesystem."""
         self._check_open()
@@ -537,7 +541,9 @@ class LocalSandbox:
     # ---- processes ----------------------------------------------------------------------------------------
 
     def host_pids(self) -> list[int]:
-        return procinfo.pids_in_namespace(self.pid_ns)
+        # Every process of the sandbox descends from its pid-1 (orphans are reparented to it): walking down
+        # from there costs what the sandbox holds, where scanning /proc cost ~0.25 ms per host process.
+        return [p for p in procinfo.descendants(self.init_pid) if procinfo.pid_namespace(p) == self.pid_ns]
 
     def _host_pid_of(self, inner: int) -> int | None:
         for pid in self.host_pids():
