@@ -275,7 +275,25 @@ def edit_script(workdir: str, python: str, path: str, start: int, old: list[str]
             f"rm -f {cache}/{stem}.*.pyc\n")
 
 
-def mutation_of(facts: SourceFacts, path: str, src: Source, e: Edit, mutated: str) -> Mutation:
+def scope_of(facts: SourceFacts, path: str, e: Edit, coverage: dict | None) -> tuple[str, ...] | None:
+    """The test files that can notice an edit: those executing its lines (None: none does, skip it; () = the
+    whole suite). Without coverage: the whole suite, or for a slow one the test files naming the module."""
+    if coverage is None:
+        if facts.suite_seconds > FAST_SUITE and can_select(facts):
+            return related_test_files(path, facts.test_files)
+        return ()
+    lines = coverage.get(path, {})
+    owners = set().union(*(lines.get(n, ()) for n in range(e.line, e.end_line + 1)))
+    if not owners:
+        return None
+    known = set(facts.files)
+    if "<import>" in owners or not owners <= known:
+        return ()
+    return tuple(sorted(owners))
+
+
+def mutation_of(facts: SourceFacts, path: str, src: Source, e: Edit, mutated: str,
+                scope: tuple[str, ...] = ()) -> Mutation:
     new_lines = mutated.split("\n")
     # the changed lines: the span's lines before, the same lines after (the replacement may add lines)
     delta = len(new_lines) - len(src.lines)
@@ -285,9 +303,6 @@ def mutation_of(facts: SourceFacts, path: str, src: Source, e: Edit, mutated: st
     digest = hashlib.sha256(f"{site}|{e.op}|{e.new}".encode()).hexdigest()[:8]
     diff = "".join(difflib.unified_diff([l + "\n" for l in new_lines], [l + "\n" for l in src.lines],
                                         f"a/{path}", f"b/{path}"))
-    scope = ()
-    if facts.suite_seconds > FAST_SUITE and can_select(facts):
-        scope = related_test_files(path, facts.test_files)
     return Mutation(
         kind="bug", name=f"{e.op}-{digest}", site=site,
         break_script=edit_script(facts.workdir, facts.python, path, e.line - 1, old, new),
@@ -298,6 +313,7 @@ def mutation_of(facts: SourceFacts, path: str, src: Source, e: Edit, mutated: st
 
 def candidates(facts: SourceFacts, rng: random.Random) -> Iterator[Mutation]:
     sources: dict[str, str] = (facts.extra.get("bug") or {}).get("sources") or {}
+    coverage = (facts.extra.get("bug") or {}).get("coverage")
     all_sites: list[tuple[str, Edit]] = []
     for path in sorted(sources):
         found = sites(path, sources[path])
@@ -310,6 +326,9 @@ def candidates(facts: SourceFacts, rng: random.Random) -> Iterator[Mutation]:
         if path not in parsed:
             parsed[path] = (Source(sources[path]), ast.dump(ast.parse(sources[path])))
         src, dump = parsed[path]
+        scope = scope_of(facts, path, e, coverage)
+        if scope is None:
+            continue  # no test executes it: it cannot fail one
         mutated = _checked(src, e, dump)
         if mutated is not None:
-            yield mutation_of(facts, path, src, e, mutated)
+            yield mutation_of(facts, path, src, e, mutated, scope)

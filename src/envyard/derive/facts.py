@@ -94,7 +94,11 @@ def gather(yard, image: Image, probes: dict[str, str] | None = None, *, sources:
                 except EnvyardError:
                     test_files[path] = ""
         if sources:
-            extra.setdefault("bug", {})["sources"] = read_sources(sb, workdir, files, packages, set(test_files))
+            code = read_sources(sb, workdir, files, packages, set(test_files))
+            bug = extra.setdefault("bug", {})
+            bug["sources"] = code
+            if testrun.can_select(facts) and code:
+                bug["coverage"] = trace(sb, facts, sorted(code), timeout=5 * base.seconds + 120)
     return SourceFacts(image=facts.image, workdir=workdir, test_runner=facts.test_runner,
                        test_command=facts.test_command, packages=packages, python=runners.PY,
                        baseline=dict(base.statuses), extra=extra, services=facts.services, files=files,
@@ -139,3 +143,32 @@ def read_sources(sb, workdir: str, files, packages, test_files: set[str]) -> dic
         except (EnvyardError, UnicodeDecodeError):
             continue
     return out
+
+
+TRACE_DIR = "/tmp/envyard-derive-trace"
+
+
+def trace(sb, facts: SourceFacts, sources: list[str], *, timeout: float) -> dict | None:
+    """Which test files execute which lines of `sources`: {source: {line: {test file | "<import>"}}}, from one
+    run of the suite under derive/tracer.py; None when that run fails to report."""
+    from . import tracer
+
+    sb.write_file(f"{TRACE_DIR}/envyard_derive_tracer.py", open(tracer.__file__).read())
+    sb.write_file(f"{TRACE_DIR}/sources.json", json.dumps(sources))
+    cmd = testrun.command(facts, extra="-p envyard_derive_tracer")
+    r = sb.exec(f"export PYTHONPATH={TRACE_DIR}${{PYTHONPATH:+:$PYTHONPATH}} ENVYARD_TRACE_ROOT={shlex.quote(facts.workdir)} "
+                f"ENVYARD_TRACE_SOURCES={TRACE_DIR}/sources.json ENVYARD_TRACE_OUT={TRACE_DIR}/out.json; {cmd}",
+                cwd=facts.workdir, timeout=timeout, max_output=1 << 20)
+    try:
+        hits = json.loads(sb.read_file(f"{TRACE_DIR}/out.json"))
+    except (EnvyardError, ValueError):
+        return None
+    if r.timed_out:
+        return None
+    coverage: dict[str, dict[int, set[str]]] = {}
+    for owner, files in hits.items():
+        for rel, lines in files.items():
+            per = coverage.setdefault(rel, {})
+            for line in lines:
+                per.setdefault(line, set()).add(owner)
+    return coverage

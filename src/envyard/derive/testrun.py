@@ -36,17 +36,17 @@ def runner_of(facts: SourceFacts) -> runners.Runner:
     return runners.Runner(facts.test_runner, facts.test_command, None)
 
 
-def command(facts: SourceFacts, files: tuple[str, ...] = (), junit: str = JUNIT) -> str:
+def command(facts: SourceFacts, files: tuple[str, ...] = (), junit: str = JUNIT, *, extra: str = "") -> str:
     """The shell command that runs the suite, or only `files` (pytest with a plain command line only), reporting
-    each test; services (databases the tests need) are started around it."""
-    base = runner_of(facts).run(junit)
+    each test; services (databases the tests need) are started around it. `extra`: more pytest options."""
+    base = runner_of(facts).run(junit) + (f" {extra}" if extra else "")
     if files:
         m = SIMPLE_PYTEST.match(facts.test_command)
         if facts.test_runner != "pytest" or not m:
             raise ValueError("only a plain pytest command runs a selection of files")
         options = [t for t in m.group(2).split() if t.startswith("-") or "=" in t]
         base = " ".join([m.group(1), "-m", "pytest", *options, *map(shlex.quote, files),
-                         "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"])
+                         "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"]) + (f" {extra}" if extra else "")
     return services.wrap(base) if facts.services else base
 
 

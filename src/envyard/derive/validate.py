@@ -6,8 +6,9 @@
 2. the task is written (writer.py); its environment/setup.sh is run once over the healthy image and the
    result snapshotted: the broken environment.
 3. in forks of that snapshot, the task's own verifier (tests/test.sh) runs: with no change (noop) it must score
-   0 and the same tests must fail, REPRODUCE times out of REPRODUCE; after solution/solve.sh (oracle) it must
-   score 1. Each verifier run must finish within the task's verifier timeout.
+   0 with the same tests failing as in the screening run — REPRODUCE times out of REPRODUCE, counting that run;
+   after solution/solve.sh (oracle) it must score 1. Each verifier run must finish within the task's verifier
+   timeout.
 
 Every drop has a reason (REASONS) that the report lists.
 """
@@ -25,7 +26,7 @@ from . import testrun
 from .mutation import Mutation, SourceFacts
 from .writer import Screened, verifier_timeout
 
-REPRODUCE = 3
+REPRODUCE = 3  # the break's failures seen this many times: the screening run, then REPRODUCE - 1 noop verifiers
 BREAK_TIMEOUT = 300.0
 REASONS = {
     "break-failed": "the break script failed",
@@ -65,7 +66,7 @@ def screen(yard, facts: SourceFacts, m: Mutation, costs: Costs) -> Screened:
             r = sb.exec(m.break_script, cwd=facts.workdir, timeout=BREAK_TIMEOUT)
             if r.exit_code != 0:
                 raise Dropped("break-failed", (r.stderr.strip().splitlines() or [f"exit {r.exit_code}"])[-1][:200])
-            limit = max(60.0, 3 * facts.suite_seconds + 30)
+            limit = max(20.0, 3 * facts.suite_seconds + 10)  # a hang costs this much
             run = testrun.run(sb, facts, m.test_scope, timeout=limit)
             if run.timed_out:
                 raise Dropped("timeout", f"past {limit:.0f}s")
@@ -131,15 +132,16 @@ def validate(yard, facts: SourceFacts, task: Path, s: Screened, costs: Costs, *,
             broken = sb.snapshot()
             if snapshots is not None:
                 snapshots.add(broken.name)
-        forks = yard.fork(broken, reproduce + 1, workdir=facts.workdir)
+        noops = reproduce - 1  # the screening run was the first reproduction
+        forks = yard.fork(broken, noops + 1, workdir=facts.workdir)
         try:
-            for sb in forks[:reproduce]:
+            for sb in forks[:noops]:
                 got = _verify(sb, task, timeout, costs)
                 if got.get("reward") != 0:
                     raise Dropped("noop-passes", f"reward {got.get('reward')}")
                 if sorted(got.get("failing", [])) != sorted(s.failing)[:50]:
                     raise Dropped("not-reproducible", f"failing {len(got.get('failing', []))} vs {len(s.failing)}")
-            oracle = forks[reproduce]
+            oracle = forks[noops]
             oracle.upload(task / "solution", "/solution")
             r = oracle.exec(["bash", "/solution/solve.sh"], cwd=facts.workdir, timeout=BREAK_TIMEOUT)
             if r.exit_code != 0:
