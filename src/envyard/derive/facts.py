@@ -53,10 +53,11 @@ def probe_command(script: str, python: str) -> str:
     return f"{shlex.quote(python)} -I -c {shlex.quote(script)}"
 
 
-def gather(yard, image: Image, probes: dict[str, str] | None = None, *, sources: bool = True,
+def gather(yard, image: Image, probes: dict[str, str] | None = None, *, sources: bool = True, guided: bool = True,
            timeout: float = BASELINE_TIMEOUT) -> SourceFacts:
     """Facts about the healthy image: its files, interpreter, probes (kind → script), the baseline run, and
-    (`sources`) the text of the project's own modules, for code bugs (facts.extra["bug"]["sources"])."""
+    (`sources`) the text of the project's own modules, for code bugs (facts.extra["bug"]["sources"]) with (`guided`)
+    the lines each test file executes (["coverage"])."""
     prov = image.config.provenance
     workdir = image.config.workdir
     packages = tuple(prov.get("packages") or ())
@@ -97,7 +98,7 @@ def gather(yard, image: Image, probes: dict[str, str] | None = None, *, sources:
             code = read_sources(sb, workdir, files, packages, set(test_files))
             bug = extra.setdefault("bug", {})
             bug["sources"] = code
-            if testrun.can_select(facts) and code:
+            if guided and testrun.can_select(facts) and code:
                 bug["coverage"] = trace(sb, facts, sorted(code), timeout=5 * base.seconds + 120)
     return SourceFacts(image=facts.image, workdir=workdir, test_runner=facts.test_runner,
                        test_command=facts.test_command, packages=packages, python=runners.PY,
