@@ -280,6 +280,7 @@ def _run(yard, facts: SourceFacts, candidates: Iterator[Mutation], report: Repor
             cancel.set()
             for _, f in pending + list(validating.values()):
                 f.cancel()
+            yard.close()  # kills the sandboxes running tests now, so the workers stop at once
             raise
     # validations finish in any order: keep the first n in candidate order, the rest is surplus
     kept = sorted(report.kept, key=lambda o: o.index)
