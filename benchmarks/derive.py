@@ -60,10 +60,12 @@ def envyard_cli(home: str, *args, timeout=1800) -> subprocess.CompletedProcess:
                           env={**os.environ, "ENVYARD_HOME": home, "PYTHONPATH": str(SRC)}, timeout=timeout)
 
 
-def run_one(yard, image: str, out: Path, *, n: int, seed: int, workers: int, guided: bool) -> dict:
+def run_one(yard, image: str, out: Path, *, n: int, seed: int, workers: int, guided: bool,
+            budget: float | None = None) -> dict:
     start = time.monotonic()
     try:
-        report = derive(yard, image, kinds=["bug"], n=n, seed=seed, out=out, workers=workers, guided=guided)
+        report = derive(yard, image, kinds=["bug"], n=n, seed=seed, out=out, workers=workers, guided=guided,
+                        budget_s=budget)
         data = report.to_dict()
     except EnvyardError as e:
         data = {"image": image, "error": e.message, "kept": 0, "candidates": 0, "tasks": [], "dropped_candidates": [],
@@ -121,6 +123,10 @@ def main() -> None:
     ap.add_argument("--compare", type=int, default=3, help="images also derived naively, side by side")
     ap.add_argument("--check", type=int, default=1, help="tasks per image run through task check and rollouts")
     ap.add_argument("--out", default="/var/tmp/envyard-derive-bench-out")
+    ap.add_argument("--budget", type=float, default=600, help="seconds per image after which no new candidate "
+                    "starts (those in flight finish)")
+    ap.add_argument("--until", type=float, default=0, help="epoch seconds: until then, also take setup images "
+                    "that appear in the store while the benchmark runs")
     ap.add_argument("--json", default=str(BENCH_DIR / "results" / "derive.json"))
     args = ap.parse_args()
 
@@ -136,21 +142,36 @@ def main() -> None:
         console.print(f"{len(images)} verified setup images in {args.home}")
         runs, checks = [], {}
         start = time.monotonic()
-        for i, image in enumerate(images):
+        done: set[str] = set()
+        while True:
+            # images the setup benchmark saves while this one runs are taken too, until --until
+            todo = [i for i in images if i not in done]
+            if not todo and time.time() < args.until:
+                images = setup_images(yard, args.images.split(",") if args.images else None)
+                todo = [i for i in images if i not in done]
+                if not todo and args.until - time.time() > 60:
+                    time.sleep(30)
+                    continue
+            if not todo:
+                break
+            image = todo[0]
+            done.add(image)
             out = out_root / "guided" / image.replace("/", "_").replace(":", "_")
-            console.print(f"[{i + 1}/{len(images)}] {image} …")
-            r = run_one(yard, image, out, n=args.n, seed=args.seed, workers=args.workers, guided=True)
+            console.print(f"[{len(done)}/{len(images)}] {image} …")
+            r = run_one(yard, image, out, n=args.n, seed=args.seed, workers=args.workers, guided=True,
+                        budget=args.budget)
             runs.append(r)
             console.print(f"    {r['kept']} tasks from {r['candidates']} candidates in {r['wall_s']:.0f}s"
                           + (f" — {r['error']}" if r.get("error") else ""))
-        wall = time.monotonic() - start
+        wall = sum(r["wall_s"] for r in runs)  # not the waits for images to appear
         naive_runs, naive_wall = [], 0.0
         compared = [r["image"] for r in runs if r["kept"]][: args.compare]
         for image in compared:
             out = out_root / "naive" / image.replace("/", "_").replace(":", "_")
             t = time.monotonic()
             console.print(f"naive: {image} …")
-            naive_runs.append(run_one(yard, image, out, n=args.n, seed=args.seed, workers=args.workers, guided=False))
+            naive_runs.append(run_one(yard, image, out, n=args.n, seed=args.seed, workers=args.workers, guided=False,
+                                      budget=args.budget))
             naive_wall += time.monotonic() - t
     for r in runs:
         if r["kept"] and args.check:

@@ -199,3 +199,24 @@ def test_a_kind_without_its_generator_is_skipped_with_a_message():
     assert "bug" in mods
     for kind, why in skipped.items():
         assert kind in ("env", "commit") and "missing" in why
+
+
+def test_ctrl_c_leaves_no_sandbox_nor_snapshot(home, tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "interrupted"
+    p = subprocess.Popen([sys.executable, "-m", "envyard.cli.main", "derive", IMAGE, "--n", "50", "--seed", "4",
+                          "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC}, cwd="/tmp")
+    deadline = time.monotonic() + 120
+    while not (out / ".staging").exists() and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.2)
+    time.sleep(2)  # candidates are being screened and validated
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err[-1000:]
+    assert json.loads((out / "report.json").read_text())["interrupted"] is True
+    assert not (out / ".staging").exists()
+    assert json.loads(envyard(home, "ps", "--json").stdout) == []
+    assert not [i for i in json.loads(envyard(home, "images", "--json").stdout) if i["name"].startswith("snapshot/")]

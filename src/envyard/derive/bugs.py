@@ -287,9 +287,12 @@ def scope_of(facts: SourceFacts, path: str, e: Edit, coverage: dict | None) -> t
     if not owners:
         return None
     known = set(facts.files)
-    if "<import>" in owners or not owners <= known:
+    files = owners - {"<collect>"}
+    # module and class bodies (and code only run while collecting) can change what every test sees
+    if "<import>" in owners or not files or not files <= known:
         return ()
-    return tuple(sorted(owners))
+    # a function also run while collecting: the test files that call it (the others are not run: docs/derive.md)
+    return tuple(sorted(files))
 
 
 def mutation_of(facts: SourceFacts, path: str, src: Source, e: Edit, mutated: str,

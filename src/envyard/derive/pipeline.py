@@ -142,10 +142,11 @@ def interleave(gens: list[Iterator[Mutation]]) -> Iterator[Mutation]:
 
 def derive(yard, image_ref: str, *, kinds: list[str], n: int, seed: int, out: Path, workers: int = 2,
            max_candidates: int | None = None, on_event: Callable[[str, object], None] | None = None,
-           cancel: threading.Event | None = None, guided: bool = True) -> Report:
+           cancel: threading.Event | None = None, guided: bool = True, budget_s: float | None = None) -> Report:
     """Derive up to `n` validated tasks from a verified setup image into `out`. Raises EnvyardError on bad input
     (NotASetupImage, ImageNotFound, BadInput); KeyboardInterrupt leaves nothing behind but finished tasks.
-    `guided=False` skips the traced baseline run (every site is tried, with the whole suite): for comparison."""
+    `guided=False` skips the traced baseline run (every site is tried, with the whole suite): for comparison.
+    `budget_s`: no new candidate starts after that many seconds (the benchmark's bound per image)."""
     if n < 1:
         raise BadInput(f"--n must be at least 1, got {n}")
     check_out(out)
@@ -175,7 +176,8 @@ def derive(yard, image_ref: str, *, kinds: list[str], n: int, seed: int, out: Pa
     snapshots: set[str] = set()
     try:
         _run(yard, facts, candidates, report, out, staging, n=n, seed=seed, workers=workers,
-             max_candidates=max_candidates, emit=emit, cancel=cancel, snapshots=snapshots)
+             max_candidates=max_candidates, emit=emit, cancel=cancel, snapshots=snapshots,
+             deadline=start + budget_s if budget_s else None)
     except BaseException:
         cancel.set()
         report.interrupted = True
@@ -194,7 +196,7 @@ def derive(yard, image_ref: str, *, kinds: list[str], n: int, seed: int, out: Pa
 
 def _run(yard, facts: SourceFacts, candidates: Iterator[Mutation], report: Report, out: Path, staging: Path, *,
          n: int, seed: int, workers: int, max_candidates: int, emit, cancel: threading.Event,
-         snapshots: set[str]) -> None:
+         snapshots: set[str], deadline: float | None = None) -> None:
     seen: set[tuple] = set()
     names: set[str] = set()
     window = max(2, workers * 2)
@@ -229,7 +231,8 @@ def _run(yard, facts: SourceFacts, candidates: Iterator[Mutation], report: Repor
                 kept_or_coming = len([o for o in report.outcomes if o.status == "kept"]) + len(validating)
                 # keep the pool fed with screenings while more tasks may be needed
                 while (not exhausted and len(pending) < window and kept_or_coming < n
-                       and len(report.outcomes) < max_candidates and not cancel.is_set()):
+                       and len(report.outcomes) < max_candidates and not cancel.is_set()
+                       and (deadline is None or time.monotonic() < deadline)):
                     try:
                         m = next(candidates)
                     except StopIteration:

@@ -3,8 +3,8 @@ test file executes. Loaded once per image by derive's baseline (`-p envyard_deri
 on PYTHONPATH): a code bug on a line no test executes cannot fail a test, so it is never tried, and a bug on a line
 only some test files execute is screened and verified with those files only.
 
-Lines run outside any test (imports, module and class bodies, collection) are recorded under "<import>": every
-test may depend on them. Output: JSON {test file or "<import>": {source file: [lines]}} at $ENVYARD_TRACE_OUT.
+Module and class bodies are recorded under "<import>": every test may depend on them. Function lines run outside
+any test (while collecting: a decorator building classes) are recorded under "<collect>". Output: JSON {test file or "<import>": {source file: [lines]}} at $ENVYARD_TRACE_OUT.
 """
 
 import json
@@ -22,9 +22,10 @@ try:
 except (KeyError, OSError, ValueError):
     SOURCES = set()
 IMPORT = "<import>"
+COLLECT = "<collect>"
 CO_OPTIMIZED = 0x1  # set for functions; not for module and class bodies, which run when the module is imported
 
-_current = [IMPORT]
+_current = [COLLECT]
 _hits = {}
 _rel = {}
 
@@ -61,7 +62,7 @@ if SOURCES:
 def pytest_runtest_protocol(item, nextitem):
     _current[0] = item.nodeid.split("::", 1)[0]
     yield
-    _current[0] = IMPORT
+    _current[0] = COLLECT
 
 
 def pytest_sessionfinish(session, exitstatus):
