@@ -43,6 +43,7 @@ from envyard.derive.pipeline import derive  # noqa: E402
 from envyard.errors import EnvyardError  # noqa: E402
 
 console = Console(stderr=True)
+BASELINE_TIMEOUT = 240.0  # an image whose suite (or its traced run) takes longer is reported, not derived from
 
 
 def setup_images(yard, only: list[str] | None) -> list[str]:
@@ -65,7 +66,7 @@ def run_one(yard, image: str, out: Path, *, n: int, seed: int, workers: int, gui
     start = time.monotonic()
     try:
         report = derive(yard, image, kinds=["bug"], n=n, seed=seed, out=out, workers=workers, guided=guided,
-                        budget_s=budget)
+                        budget_s=budget, baseline_timeout=BASELINE_TIMEOUT)
         data = report.to_dict()
     except EnvyardError as e:
         data = {"image": image, "error": e.message, "kept": 0, "candidates": 0, "tasks": [], "dropped_candidates": [],

@@ -99,7 +99,7 @@ def gather(yard, image: Image, probes: dict[str, str] | None = None, *, sources:
             bug = extra.setdefault("bug", {})
             bug["sources"] = code
             if guided and testrun.can_select(facts) and code:
-                bug["coverage"] = trace(sb, facts, sorted(code), timeout=5 * base.seconds + 120)
+                bug["coverage"] = trace(sb, facts, sorted(code), timeout=min(5 * base.seconds + 120, timeout))
     return SourceFacts(image=facts.image, workdir=workdir, test_runner=facts.test_runner,
                        test_command=facts.test_command, packages=packages, python=runners.PY,
                        baseline=dict(base.statuses), extra=extra, services=facts.services, files=files,

@@ -142,7 +142,8 @@ def interleave(gens: list[Iterator[Mutation]]) -> Iterator[Mutation]:
 
 def derive(yard, image_ref: str, *, kinds: list[str], n: int, seed: int, out: Path, workers: int = 2,
            max_candidates: int | None = None, on_event: Callable[[str, object], None] | None = None,
-           cancel: threading.Event | None = None, guided: bool = True, budget_s: float | None = None) -> Report:
+           cancel: threading.Event | None = None, guided: bool = True, budget_s: float | None = None,
+           baseline_timeout: float = facts_mod.BASELINE_TIMEOUT) -> Report:
     """Derive up to `n` validated tasks from a verified setup image into `out`. Raises EnvyardError on bad input
     (NotASetupImage, ImageNotFound, BadInput); KeyboardInterrupt leaves nothing behind but finished tasks.
     `guided=False` skips the traced baseline run (every site is tried, with the whole suite): for comparison.
@@ -161,7 +162,7 @@ def derive(yard, image_ref: str, *, kinds: list[str], n: int, seed: int, out: Pa
     start = time.monotonic()
     emit("phase", f"baseline: running the tests of {image.name}")
     probes = {k: m.probe_script() for k, m in mods.items() if hasattr(m, "probe_script")}
-    facts = facts_mod.gather(yard, image, probes, sources="bug" in mods, guided=guided)
+    facts = facts_mod.gather(yard, image, probes, sources="bug" in mods, guided=guided, timeout=baseline_timeout)
     report.facts_s = time.monotonic() - start
     report.baseline_tests, report.suite_s = len(facts.baseline), facts.suite_seconds
     emit("phase", f"baseline: {len(facts.baseline)} tests in {facts.suite_seconds:.1f}s")
