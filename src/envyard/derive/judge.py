@@ -3,7 +3,8 @@ is copied into every derived task as tests/judge.py). It reads one test run's pe
 XML, or unittest's verbose lines for the other runners — and scores 1 when every test the task expects to pass
 passed, else 0. The host reads the same report during validation, so what validated is what the task runs.
 
-    judge.py EXPECT.json JUNIT OUTPUT EXIT_CODE → writes /logs/verifier/reward.json, prints a summary
+    judge.py EXPECT.json JUNIT OUTPUT EXIT_CODE → writes /logs/verifier/reward.json (numbers only) and
+    judge.json (the tests not passed, every status), prints a summary
 
 EXPECT.json: {"runner": "pytest"|"unittest"|"django"|"script", "expect_pass": [test ids], "script_id": "..."}.
 Ids are `classname::name` as envyard's setup records them (setup/search.py parse_junit, setup/runners.py).
@@ -90,10 +91,10 @@ def main(argv):
               "failing": sorted(bad)[:50], "statuses": got}
     logs = os.environ.get("ENVYARD_JUDGE_LOGS", "/logs/verifier")
     os.makedirs(logs, exist_ok=True)
-    with open(os.path.join(logs, "reward.json"), "w") as f:
-        json.dump({k: v for k, v in report.items() if k != "statuses"}, f)
-    with open(os.path.join(logs, "statuses.json"), "w") as f:
-        json.dump(got, f)
+    with open(os.path.join(logs, "reward.json"), "w") as f:  # numbers only: Harbor refuses anything else
+        json.dump({k: v for k, v in report.items() if isinstance(v, (int, float))}, f)
+    with open(os.path.join(logs, "judge.json"), "w") as f:
+        json.dump(report, f)
     print("reward %s: %d of %d expected tests passed" % (reward, len(spec["expect_pass"]) - len(bad),
                                                         len(spec["expect_pass"])))
     for t in sorted(bad)[:20]:

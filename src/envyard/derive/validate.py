@@ -109,7 +109,7 @@ def _verify(sb, task: Path, timeout: float, costs: Costs) -> dict:
     if r.timed_out or took > timeout:
         raise Dropped("verifier-slow", f"{took:.1f}s > {timeout}s")
     try:
-        reward = json.loads(sb.read_file("/logs/verifier/reward.json"))
+        reward = json.loads(sb.read_file("/logs/verifier/judge.json"))
     except (EnvyardError, ValueError) as e:
         raise Dropped("infra", f"no reward from the verifier (exit {r.exit_code}): "
                                f"{(r.stdout + r.stderr).strip()[-200:] or e}")
