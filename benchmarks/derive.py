@@ -46,11 +46,13 @@ console = Console(stderr=True)
 BASELINE_TIMEOUT = 240.0  # an image whose suite (or its traced run) takes longer is reported, not derived from
 
 
-def setup_images(yard, only: list[str] | None) -> list[str]:
+def setup_images(yard, only: list[str] | None, skip: list[str] = ()) -> list[str]:
     names = []
     for img in yard.images():
         prov = img.config.provenance or {}
         if prov.get("provider") == "setup" and prov.get("verified") and prov.get("test_command"):
+            if any(img.name == o or img.name.split(":")[0] == o for o in skip):
+                continue
             if only is None or any(img.name == o or img.name.split(":")[0] == o for o in only):
                 names.append(img.name)
     return sorted(names)
@@ -68,8 +70,8 @@ def run_one(yard, image: str, out: Path, *, n: int, seed: int, workers: int, gui
         report = derive(yard, image, kinds=["bug"], n=n, seed=seed, out=out, workers=workers, guided=guided,
                         budget_s=budget, baseline_timeout=BASELINE_TIMEOUT)
         data = report.to_dict()
-    except EnvyardError as e:
-        data = {"image": image, "error": e.message, "kept": 0, "candidates": 0, "tasks": [], "dropped_candidates": [],
+    except (EnvyardError, OSError) as e:
+        data = {"image": image, "error": getattr(e, "message", str(e)), "kept": 0, "candidates": 0, "tasks": [], "dropped_candidates": [],
                 "wall_s": time.monotonic() - start}
     data["mode"] = "guided" if guided else "naive"
     return data
@@ -118,6 +120,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--home", default=os.environ.get("ENVYARD_HOME", "/var/tmp/envyard-setup-bench"))
     ap.add_argument("--images", help="comma-separated image names (default: every verified setup image)")
+    ap.add_argument("--skip", default="", help="comma-separated image names to leave out")
     ap.add_argument("--n", type=int, default=5, help="tasks per image")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=2)
@@ -137,7 +140,7 @@ def main() -> None:
         shutil.rmtree(out_root)
     out_root.mkdir(parents=True)
     with envyard.Yard(args.home) as yard:
-        images = setup_images(yard, args.images.split(",") if args.images else None)
+        images = setup_images(yard, args.images.split(",") if args.images else None, args.skip.split(","))
         if not images:
             sys.exit(f"no verified setup images in {args.home}")
         console.print(f"{len(images)} verified setup images in {args.home}")
@@ -148,7 +151,7 @@ def main() -> None:
             # images the setup benchmark saves while this one runs are taken too, until --until
             todo = [i for i in images if i not in done]
             if not todo and time.time() < args.until:
-                images = setup_images(yard, args.images.split(",") if args.images else None)
+                images = setup_images(yard, args.images.split(",") if args.images else None, args.skip.split(","))
                 todo = [i for i in images if i not in done]
                 if not todo and args.until - time.time() > 60:
                     time.sleep(30)

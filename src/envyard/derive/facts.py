@@ -162,7 +162,7 @@ def trace(sb, facts: SourceFacts, sources: list[str], *, timeout: float) -> dict
                 cwd=facts.workdir, timeout=timeout, max_output=1 << 20)
     try:
         hits = json.loads(sb.read_file(f"{TRACE_DIR}/out.json"))
-    except (EnvyardError, ValueError):
+    except (EnvyardError, FileNotFoundError, ValueError):  # the traced run timed out or crashed: no coverage
         return None
     if r.timed_out:
         return None
