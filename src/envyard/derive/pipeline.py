@@ -147,7 +147,7 @@ def derive(yard, image_ref: str, *, kinds: list[str], n: int, seed: int, out: Pa
     """Derive up to `n` validated tasks from a verified setup image into `out`. Raises EnvyardError on bad input
     (NotASetupImage, ImageNotFound, BadInput); KeyboardInterrupt leaves nothing behind but finished tasks.
     `guided=False` skips the traced baseline run (every site is tried, with the whole suite): for comparison.
-    `budget_s`: no new candidate starts after that many seconds (the benchmark's bound per image)."""
+    `budget_s`: no new candidate starts that many seconds after the baseline (the benchmark's bound per image)."""
     if n < 1:
         raise BadInput(f"--n must be at least 1, got {n}")
     check_out(out)
@@ -178,7 +178,7 @@ def derive(yard, image_ref: str, *, kinds: list[str], n: int, seed: int, out: Pa
     try:
         _run(yard, facts, candidates, report, out, staging, n=n, seed=seed, workers=workers,
              max_candidates=max_candidates, emit=emit, cancel=cancel, snapshots=snapshots,
-             deadline=start + budget_s if budget_s else None)
+             deadline=time.monotonic() + budget_s if budget_s else None)
     except BaseException:
         cancel.set()
         report.interrupted = True

@@ -15,6 +15,7 @@ Every drop has a reason (REASONS) that the report lists.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import json
 import os
 import time
@@ -134,21 +135,29 @@ def validate(yard, facts: SourceFacts, task: Path, s: Screened, costs: Costs, *,
                 snapshots.add(broken.name)
         noops = reproduce - 1  # the screening run was the first reproduction
         forks = yard.fork(broken, noops + 1, workdir=facts.workdir)
-        try:
-            for sb in forks[:noops]:
-                got = _verify(sb, task, timeout, costs)
-                if got.get("reward") != 0:
-                    raise Dropped("noop-passes", f"reward {got.get('reward')}")
-                if sorted(got.get("failing", [])) != sorted(s.failing)[:50]:
-                    raise Dropped("not-reproducible", f"failing {len(got.get('failing', []))} vs {len(s.failing)}")
-            oracle = forks[noops]
-            oracle.upload(task / "solution", "/solution")
-            r = oracle.exec(["bash", "/solution/solve.sh"], cwd=facts.workdir, timeout=BREAK_TIMEOUT)
+
+        def noop(sb):
+            got = _verify(sb, task, timeout, costs)
+            if got.get("reward") != 0:
+                raise Dropped("noop-passes", f"reward {got.get('reward')}")
+            if sorted(got.get("failing", [])) != sorted(s.failing)[:50]:
+                raise Dropped("not-reproducible", f"failing {len(got.get('failing', []))} vs {len(s.failing)}")
+
+        def oracle(sb):
+            sb.upload(task / "solution", "/solution")
+            r = sb.exec(["bash", "/solution/solve.sh"], cwd=facts.workdir, timeout=BREAK_TIMEOUT)
             if r.exit_code != 0:
                 raise Dropped("oracle-fails", f"solve.sh exit {r.exit_code}: {r.stderr.strip()[-200:]}")
-            got = _verify(oracle, task, timeout, costs)
+            got = _verify(sb, task, timeout, costs)
             if got.get("reward") != 1:
                 raise Dropped("oracle-fails", f"reward {got.get('reward')}; not passed: {got.get('failing', [])[:3]}")
+
+        # the forks are independent: they run at once, and the first failure in this order is the reason
+        try:
+            with cf.ThreadPoolExecutor(max_workers=len(forks)) as pool:
+                futures = [pool.submit(noop, sb) for sb in forks[:noops]] + [pool.submit(oracle, forks[noops])]
+            for f in futures:
+                f.result()
         finally:
             for sb in forks:
                 sb.close()
