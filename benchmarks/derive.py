@@ -120,6 +120,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--home", default=os.environ.get("ENVYARD_HOME", "/var/tmp/envyard-setup-bench"))
     ap.add_argument("--images", help="comma-separated image names (default: every verified setup image)")
+    ap.add_argument("--from-reports", action="store_true", help="summarize the per-image reports an interrupted "
+                    "run left in --out instead of deriving")
     ap.add_argument("--skip", default="", help="comma-separated image names to leave out")
     ap.add_argument("--n", type=int, default=5, help="tasks per image")
     ap.add_argument("--seed", type=int, default=0)
@@ -136,6 +138,20 @@ def main() -> None:
 
     os.environ["ENVYARD_HOME"] = args.home
     out_root = Path(args.out)
+    if args.from_reports:
+        # an interrupted run: the per-image reports it wrote are summarized as they are
+        def load(mode):
+            found = []
+            for p in sorted((out_root / mode).glob("*/report.json")):
+                r = json.loads(p.read_text())
+                r["mode"] = mode
+                found.append(r)
+            return found
+        runs, naive_runs = load("guided"), load("naive")
+        compared = [r["image"] for r in naive_runs]
+        wall = sum(r["wall_s"] for r in runs)
+        naive_wall = sum(r["wall_s"] for r in naive_runs)
+        return report(args, runs, wall, naive_runs, naive_wall, compared, out_root)
     if out_root.exists():
         shutil.rmtree(out_root)
     out_root.mkdir(parents=True)
@@ -144,8 +160,7 @@ def main() -> None:
         if not images:
             sys.exit(f"no verified setup images in {args.home}")
         console.print(f"{len(images)} verified setup images in {args.home}")
-        runs, checks = [], {}
-        start = time.monotonic()
+        runs = []
         done: set[str] = set()
         while True:
             # images the setup benchmark saves while this one runs are taken too, until --until
@@ -177,6 +192,11 @@ def main() -> None:
             naive_runs.append(run_one(yard, image, out, n=args.n, seed=args.seed, workers=args.workers, guided=False,
                                       budget=args.budget))
             naive_wall += time.monotonic() - t
+    report(args, runs, wall, naive_runs, naive_wall, compared, out_root)
+
+
+def report(args, runs, wall, naive_runs, naive_wall, compared, out_root) -> None:
+    checks = {}
     for r in runs:
         if r["kept"] and args.check:
             out = out_root / "guided" / r["image"].replace("/", "_").replace(":", "_")
