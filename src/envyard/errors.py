@@ -156,3 +156,10 @@ class UnsafeLayer(EnvyardError):
     """A layer tar that would write outside its directory, holds forbidden entries, or exceeds the bounds."""
 
     exit_code = 20
+
+
+class NotASetupImage(BadInput):
+    """`envyard derive` was given an image that is not a verified `envyard setup` image: tasks derived from it
+    would have no baseline to be fair against."""
+
+    exit_code = 24

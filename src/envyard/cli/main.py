@@ -446,13 +446,14 @@ def demo(
 
 
 from . import build as _build  # noqa: E402  (command groups live in their own modules)
+from . import derive as _derive  # noqa: E402
 from . import envs as _envs  # noqa: E402
 from . import images as _images  # noqa: E402
 from . import mcp as _mcp  # noqa: E402
 from . import serve as _serve  # noqa: E402
 from . import setup as _setup  # noqa: E402
 
-for _module in (_images, _setup, _build, _envs, _serve, _mcp):
+for _module in (_images, _setup, _derive, _build, _envs, _serve, _mcp):
     _module.register(app, out, err, _fail, _emit_json, _yard)
 
 

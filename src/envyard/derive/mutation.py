@@ -1,6 +1,12 @@
 """The one shape every task generator produces. A `Mutation` is a candidate task before validation: how to
 break a healthy environment, how to undo it, and what the agent may see and change. Generators (one module per
-kind) only propose; the validator decides, by running the tests in forks, which candidates become tasks."""
+kind) only propose; the validator decides, by running the tests in forks, which candidates become tasks.
+
+A kind's module (derive/pipeline.py KINDS) has `candidates(facts, rng) -> Iterator[Mutation]` and may have
+`probe_script() -> str`: a program run once in a sandbox over the healthy image, as root from `workdir`, whose
+stdout (one JSON object) becomes `facts.extra[kind]`. It runs with the environment's interpreter (`python -I -`)
+unless its first line is a shell shebang (`#!/bin/sh`, `#!/bin/bash`); `$ENVYARD_PYTHON` names that interpreter
+and `$ENVYARD_PACKAGES` the project's top-level packages (space-separated)."""
 
 from __future__ import annotations
 
@@ -19,6 +25,11 @@ class SourceFacts:
     python: str  # the environment's interpreter (absolute path inside the image)
     baseline: dict[str, str] = field(default_factory=dict)  # test id → passed | failed | error | skipped
     extra: dict = field(default_factory=dict)  # kind-specific probes (installed distributions, sources, ...)
+    # Added by the pipeline (derive/facts.py); defaults keep older callers working:
+    services: tuple[str, ...] = ()  # services the tests need (started around every test run)
+    files: tuple[str, ...] = ()  # every .py file of the project tree, relative to workdir
+    test_files: dict[str, str] = field(default_factory=dict)  # test file (relative) → its text
+    suite_seconds: float = 0.0  # how long the baseline run of the whole suite took
 
 
 @dataclass(frozen=True)
@@ -34,3 +45,5 @@ class Mutation:
     patch_lines: int = 0  # size of the fix, for the difficulty estimate
     files: tuple[str, ...] = ()  # files the fix touches
     meta: dict = field(default_factory=dict)  # provenance for task.toml [metadata]
+    # Added for code bugs (derive/bugs.py); defaults keep the other kinds unchanged:
+    test_scope: tuple[str, ...] = ()  # test files that can notice it (for a slow suite); () = the whole suite

@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""`envyard derive` throughput: tasks derived and validated from many verified setup images.
+
+For each verified `envyard setup` image in the store (the setup benchmark's `bench/*` by default), derive up to
+--n code-bug tasks and validate them in forks (noop 0 three times, oracle 1). Reports tasks/hour on this machine,
+validation cost per task, the share of candidates kept, and the distribution of kinds, difficulty and drop
+reasons. Side by side on the first --compare images: coverage-guided derivation (the default: one traced baseline
+run picks sites that tests execute and the test files to run) vs. naive (every site, the whole suite each time).
+A sample of the written tasks (--check per image) is run through `envyard task check` and `envyard rollout`
+with the oracle and noop policies.
+
+    python benchmarks/derive.py --home /var/tmp/envyard-setup-bench --n 5
+    python benchmarks/derive.py --home /var/tmp/envyard-setup-bench --images bench/six,bench/attrs --n 20
+
+The store is only read (derived snapshots are written and removed); tasks go to --out. JSON to --json
+(default benchmarks/results/derive.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+BENCH_DIR = Path(__file__).resolve().parent
+SRC = BENCH_DIR.parent / "src"
+sys.path.insert(0, str(SRC))
+
+import envyard  # noqa: E402
+from envyard.derive.pipeline import derive  # noqa: E402
+from envyard.errors import EnvyardError  # noqa: E402
+
+console = Console(stderr=True)
+BASELINE_TIMEOUT = 240.0  # an image whose suite (or its traced run) takes longer is reported, not derived from
+
+
+def setup_images(yard, only: list[str] | None, skip: list[str] = ()) -> list[str]:
+    names = []
+    for img in yard.images():
+        prov = img.config.provenance or {}
+        if prov.get("provider") == "setup" and prov.get("verified") and prov.get("test_command"):
+            if any(img.name == o or img.name.split(":")[0] == o for o in skip):
+                continue
+            if only is None or any(img.name == o or img.name.split(":")[0] == o for o in only):
+                names.append(img.name)
+    return sorted(names)
+
+
+def envyard_cli(home: str, *args, timeout=1800) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "envyard.cli.main", *map(str, args)], capture_output=True, text=True,
+                          env={**os.environ, "ENVYARD_HOME": home, "PYTHONPATH": str(SRC)}, timeout=timeout)
+
+
+def run_one(yard, image: str, out: Path, *, n: int, seed: int, workers: int, guided: bool,
+            budget: float | None = None) -> dict:
+    start = time.monotonic()
+    try:
+        report = derive(yard, image, kinds=["bug"], n=n, seed=seed, out=out, workers=workers, guided=guided,
+                        budget_s=budget, baseline_timeout=BASELINE_TIMEOUT)
+        data = report.to_dict()
+    except (EnvyardError, OSError) as e:
+        data = {"image": image, "error": getattr(e, "message", str(e)), "kept": 0, "candidates": 0, "tasks": [], "dropped_candidates": [],
+                "wall_s": time.monotonic() - start}
+    data["mode"] = "guided" if guided else "naive"
+    return data
+
+
+def check_sample(home: str, out: Path, k: int) -> dict:
+    """task check + oracle/noop rollouts on the first k tasks of one image's output."""
+    tasks = sorted(p for p in out.iterdir() if p.is_dir())[:k]
+    if not tasks:
+        return {}
+    res = {"tasks": len(tasks)}
+    r = envyard_cli(home, "task", "check", *tasks, "--json")
+    res["task_check_ok"] = r.returncode == 0
+    for policy in ("oracle", "noop"):
+        r = envyard_cli(home, "rollout", *tasks, "--policy", policy, "--json")
+        try:
+            eps = json.loads(r.stdout)["episodes"]
+            res[policy] = [e["reward"] for e in eps]
+            res[f"{policy}_infra"] = sum(1 for e in eps if e["infra_error"])
+        except (ValueError, KeyError):
+            res[policy] = f"rollout failed: {r.stderr.strip()[-200:]}"
+    return res
+
+
+def summarize(runs: list[dict], wall: float) -> dict:
+    kept = sum(r["kept"] for r in runs)
+    cands = sum(r["candidates"] for r in runs)
+    per_task = [t["screen_s"] + t["validate_s"] for r in runs for t in r["tasks"]]
+    cost_all = sum(r.get("candidate_cost_s_total", 0) for r in runs)
+    return {
+        "images": len(runs), "images_with_tasks": sum(1 for r in runs if r["kept"]),
+        "tasks": kept, "candidates": cands, "kept_share": round(kept / cands, 3) if cands else None,
+        "wall_s": round(wall, 1), "tasks_per_hour": round(kept / wall * 3600, 1) if wall else None,
+        "validation_s_per_task_median": round(statistics.median(per_task), 2) if per_task else None,
+        "sandbox_s_per_kept_task": round(cost_all / kept, 2) if kept else None,  # dropped candidates' cost too
+        "baseline_s_median": round(statistics.median([r.get("facts_s", 0) for r in runs]), 2) if runs else None,
+        "kinds": dict(Counter(t["kind"] for r in runs for t in r["tasks"])),
+        "difficulty": dict(Counter(t["difficulty"] for r in runs for t in r["tasks"])),
+        "failing_tests_median": statistics.median([t["failing_tests"] for r in runs for t in r["tasks"]])
+        if per_task else None,
+        "dropped_by_reason": dict(sum((Counter(r.get("dropped_by_reason", {})) for r in runs), Counter())),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--home", default=os.environ.get("ENVYARD_HOME", "/var/tmp/envyard-setup-bench"))
+    ap.add_argument("--images", help="comma-separated image names (default: every verified setup image)")
+    ap.add_argument("--from-reports", action="store_true", help="summarize the per-image reports an interrupted "
+                    "run left in --out instead of deriving")
+    ap.add_argument("--skip", default="", help="comma-separated image names to leave out")
+    ap.add_argument("--n", type=int, default=5, help="tasks per image")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--compare", type=int, default=3, help="images also derived naively, side by side")
+    ap.add_argument("--check", type=int, default=1, help="tasks per image run through task check and rollouts")
+    ap.add_argument("--out", default="/var/tmp/envyard-derive-bench-out")
+    ap.add_argument("--budget", type=float, default=600, help="seconds per image after which no new candidate "
+                    "starts (those in flight finish)")
+    ap.add_argument("--until", type=float, default=0, help="epoch seconds: until then, also take setup images "
+                    "that appear in the store while the benchmark runs")
+    ap.add_argument("--json", default=str(BENCH_DIR / "results" / "derive.json"))
+    args = ap.parse_args()
+
+    os.environ["ENVYARD_HOME"] = args.home
+    out_root = Path(args.out)
+    if args.from_reports:
+        # an interrupted run: the per-image reports it wrote are summarized as they are
+        def load(mode):
+            found = []
+            for p in sorted((out_root / mode).glob("*/report.json")):
+                r = json.loads(p.read_text())
+                r["mode"] = mode
+                found.append(r)
+            return found
+        runs, naive_runs = load("guided"), load("naive")
+        compared = [r["image"] for r in naive_runs]
+        wall = sum(r["wall_s"] for r in runs)
+        naive_wall = sum(r["wall_s"] for r in naive_runs)
+        return report(args, runs, wall, naive_runs, naive_wall, compared, out_root)
+    if out_root.exists():
+        shutil.rmtree(out_root)
+    out_root.mkdir(parents=True)
+    with envyard.Yard(args.home) as yard:
+        images = setup_images(yard, args.images.split(",") if args.images else None, args.skip.split(","))
+        if not images:
+            sys.exit(f"no verified setup images in {args.home}")
+        console.print(f"{len(images)} verified setup images in {args.home}")
+        runs = []
+        done: set[str] = set()
+        while True:
+            # images the setup benchmark saves while this one runs are taken too, until --until
+            todo = [i for i in images if i not in done]
+            if not todo and time.time() < args.until:
+                images = setup_images(yard, args.images.split(",") if args.images else None, args.skip.split(","))
+                todo = [i for i in images if i not in done]
+                if not todo and args.until - time.time() > 60:
+                    time.sleep(30)
+                    continue
+            if not todo:
+                break
+            image = todo[0]
+            done.add(image)
+            out = out_root / "guided" / image.replace("/", "_").replace(":", "_")
+            console.print(f"[{len(done)}/{len(images)}] {image} …")
+            r = run_one(yard, image, out, n=args.n, seed=args.seed, workers=args.workers, guided=True,
+                        budget=args.budget)
+            runs.append(r)
+            console.print(f"    {r['kept']} tasks from {r['candidates']} candidates in {r['wall_s']:.0f}s"
+                          + (f" — {r['error']}" if r.get("error") else ""))
+        wall = sum(r["wall_s"] for r in runs)  # not the waits for images to appear
+        naive_runs, naive_wall = [], 0.0
+        compared = [r["image"] for r in runs if r["kept"]][: args.compare]
+        for image in compared:
+            out = out_root / "naive" / image.replace("/", "_").replace(":", "_")
+            t = time.monotonic()
+            console.print(f"naive: {image} …")
+            naive_runs.append(run_one(yard, image, out, n=args.n, seed=args.seed, workers=args.workers, guided=False,
+                                      budget=args.budget))
+            naive_wall += time.monotonic() - t
+    report(args, runs, wall, naive_runs, naive_wall, compared, out_root)
+
+
+def report(args, runs, wall, naive_runs, naive_wall, compared, out_root) -> None:
+    checks = {}
+    for r in runs:
+        if r["kept"] and args.check:
+            out = out_root / "guided" / r["image"].replace("/", "_").replace(":", "_")
+            checks[r["image"]] = check_sample(args.home, out, args.check)
+
+    guided_same = [r for r in runs if r["image"] in compared]
+    result = {
+        "machine": {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                    "nproc": len(os.sched_getaffinity(0)), "kernel": platform.release(),
+                    "python": platform.python_version(), "envyard": envyard.__version__,
+                    "loadavg_end": os.getloadavg()},
+        "params": {"n": args.n, "seed": args.seed, "workers": args.workers, "kinds": ["bug"]},
+        "summary": summarize(runs, wall),
+        "compare": {"images": compared,
+                    "guided": summarize(guided_same, sum(r["wall_s"] for r in guided_same)),
+                    "naive": summarize(naive_runs, naive_wall)},
+        "checks": checks,
+        "runs": [{k: v for k, v in r.items() if k != "dropped_candidates"} for r in runs],
+        "naive_runs": [{k: v for k, v in r.items() if k not in ("dropped_candidates", "tasks")} for r in naive_runs],
+    }
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+
+    out = Console()
+    t = Table("IMAGE", "TESTS", "SUITE S", "CANDIDATES", "KEPT", "WALL S", "S/TASK", "CHECK (oracle / noop)")
+    for r in runs:
+        c = checks.get(r["image"], {})
+        per = [x["screen_s"] + x["validate_s"] for x in r["tasks"]]
+        t.add_row(r["image"], str(r.get("baseline_tests", "–")), str(r.get("suite_s", "–")), str(r["candidates"]),
+                  str(r["kept"]), f"{r['wall_s']:.0f}", f"{statistics.median(per):.1f}" if per else "–",
+                  f"{c.get('oracle')} / {c.get('noop')}" if c else (r.get("error", "")[:40] or "–"))
+    out.print(t)
+    s = result["summary"]
+    out.print(f"{s['tasks']} tasks from {s['images_with_tasks']}/{s['images']} images in {s['wall_s']:.0f}s: "
+              f"{s['tasks_per_hour']} tasks/hour; kept {s['kept_share']} of candidates; validation "
+              f"{s['validation_s_per_task_median']} s/task (median); difficulty {s['difficulty']}; "
+              f"dropped {s['dropped_by_reason']}")
+    c = Table("MODE (same images)", "TASKS", "CANDIDATES", "KEPT SHARE", "WALL S", "TASKS/HOUR", "SANDBOX S / KEPT TASK")
+    for mode in ("guided", "naive"):
+        m = result["compare"][mode]
+        c.add_row(mode, str(m["tasks"]), str(m["candidates"]), str(m["kept_share"]), str(m["wall_s"]),
+                  str(m["tasks_per_hour"]), str(m["sandbox_s_per_kept_task"]))
+    out.print(c)
+    console.print(f"JSON: {args.json}")
+
+
+if __name__ == "__main__":
+    main()
