@@ -1,0 +1,230 @@
+"""Run inside a sandbox over a healthy image (not imported by envyard): prints, as JSON, what the environment
+breakage generator needs to know about the environment the project's tests see.
+
+It only reads: installed distributions (name, version, files, requirements, editable or not), which of their
+modules the project and its tests import (static, with `ast`), compiled extension modules those imports load
+and the shared libraries they link (ldd) with the Debian package owning each (dpkg -S), `.pth` files, the
+venv's commands and interpreter links, and the tools a repair could use. Kept compatible with Python 3.8.
+"""
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+MAX_FILES = 400  # files listed per distribution
+SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".tox", ".nox", ".venv", "venv", "build", "dist"}
+# Libraries whose loss breaks every program (the shell, the interpreter itself): not a task, and the verifier's
+# allowlist protects them anyway.
+CORE_LIBS = re.compile(r"^(linux-vdso|linux-gate|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|"
+                       r"libutil\.so|libgcc_s|libstdc\+\+|libz\.so|libtinfo|libpython)")
+# Test runners and installers: breaking them breaks every test for a reason that is not the project's.
+RUNNERS = {"pytest", "pip", "setuptools", "wheel", "uv", "nose", "nose2", "unittest2", "coverage", "pytest-cov",
+           "pytest-xdist", "execnet", "tox", "nox"}
+# stdlib modules whose work is done by an extension module that links a system library
+STDLIB_EXTENSIONS = {"sqlite3": ["_sqlite3"], "lzma": ["_lzma"], "bz2": ["_bz2"], "ssl": ["_ssl"],
+                     "hashlib": ["_hashlib"], "ctypes": ["_ctypes"], "zlib": ["zlib"], "decimal": ["_decimal"],
+                     "curses": ["_curses"], "readline": ["readline"], "dbm": ["_dbm", "_gdbm"], "uuid": ["_uuid"],
+                     "xml": ["pyexpat", "_elementtree"], "tkinter": ["_tkinter"], "gzip": ["zlib"],
+                     "zipfile": ["zlib"], "urllib": ["_ssl"], "http": ["_ssl"]}
+
+
+def canon(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def is_test_path(rel):
+    parts = rel.split("/")
+    name = parts[-1]
+    return (any(p in ("test", "tests", "testing") for p in parts[:-1]) or name.startswith("test_")
+            or name.endswith("_test.py") or name == "conftest.py")
+
+
+def project_imports(root):
+    """Top-level names imported by the project's code and by its tests, and the tests' text (to find the
+    commands they run)."""
+    src, tests, test_text = set(), set(), []
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, root)
+            try:
+                text = open(full, encoding="utf-8", errors="replace").read()
+                tree = ast.parse(text)
+            except (OSError, SyntaxError, ValueError):
+                continue
+            found = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    found.update(a.name.split(".")[0] for a in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    found.add(node.module.split(".")[0])
+            if is_test_path(rel):
+                tests |= found
+                test_text.append(text)
+            else:
+                src |= found
+    return src, tests, "\n".join(test_text)
+
+
+def ldd(path):
+    try:
+        out = subprocess.run(["ldd", path], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    libs = []
+    for line in out.splitlines():
+        m = re.match(r"\s*(\S+) => (/\S+)", line)
+        if m and not CORE_LIBS.match(m.group(1)):
+            libs.append({"soname": m.group(1), "path": m.group(2)})
+    return libs
+
+
+def dpkg_owner(path):
+    if not shutil.which("dpkg"):
+        return None
+    real = os.path.realpath(path)
+    for candidate in (path, real, "/usr" + path if not path.startswith("/usr/") else path,
+                      "/usr" + real if not real.startswith("/usr/") else real):
+        out = subprocess.run(["dpkg", "-S", candidate], capture_output=True, text=True).stdout
+        if out.strip():
+            return out.split(":")[0].strip()
+    return None
+
+
+def main():
+    from importlib import metadata
+
+    workdir = os.getcwd()
+    paths = sysconfig.get_paths()
+    site = sorted({paths["purelib"], paths["platlib"]})
+    src_imports, test_imports, test_text = project_imports(workdir)
+    imported = src_imports | test_imports
+
+    dists, module_owner = [], {}
+    for d in metadata.distributions(path=site):
+        name = d.metadata["Name"]
+        if not name:
+            continue
+        files = [str(f) for f in (d.files or [])]
+        top = set()
+        top_txt = d.read_text("top_level.txt")
+        if top_txt:
+            top.update(t.strip() for t in top_txt.split() if t.strip())
+        for f in files:
+            first = f.split("/")[0]
+            if first.endswith((".dist-info", ".egg-info", ".data")) or first.startswith(".."):
+                continue
+            if "/" in f or f.endswith(".py") or ".so" in f:
+                top.add(first.split(".")[0])
+        direct = d.read_text("direct_url.json") or "{}"
+        try:
+            editable = bool(json.loads(direct).get("dir_info", {}).get("editable"))
+        except ValueError:
+            editable = False
+        for t in top:
+            module_owner.setdefault(t, canon(name))
+        dists.append({"name": canon(name), "version": d.version, "editable": editable,
+                      "location": str(d.locate_file("")).rstrip("/"),
+                      "requires": list(d.requires or []), "top": sorted(top), "files": files[:MAX_FILES],
+                      "installer": (d.read_text("INSTALLER") or "").strip()})
+
+    def closure(roots):
+        by_name = {x["name"]: x for x in dists}
+        seen, todo = set(), list(roots)
+        while todo:
+            n = todo.pop()
+            if n in seen or n not in by_name:
+                continue
+            seen.add(n)
+            for req in by_name[n]["requires"]:
+                if "extra ==" in req:
+                    continue
+                m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req)
+                if m:
+                    todo.append(canon(m.group(1)))
+        return seen
+
+    project = {x["name"] for x in dists if x["editable"]}
+    runner = closure(RUNNERS) - project
+    needed = (closure(project) | {module_owner[m] for m in imported if m in module_owner}) - project
+    for x in dists:
+        x["project"] = x["name"] in project
+        x["runner"] = x["name"] in runner and x["name"] not in {module_owner.get(m) for m in imported}
+        x["required"] = x["name"] in needed and not x["project"]
+        x["imported"] = sorted(m for m in x["top"] if m in imported)
+
+    extensions = []
+    for base in site:
+        for dirpath, dirs, files in os.walk(base):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in files:
+                if ".so" in name and (name.endswith(".so") or re.search(r"\.so(\.\d+)*$", name)):
+                    full = os.path.join(dirpath, name)
+                    rel = os.path.relpath(full, base)
+                    extensions.append({"path": full, "top": rel.split("/")[0].split(".")[0],
+                                       "dist": module_owner.get(rel.split("/")[0].split(".")[0]), "libs": ldd(full)})
+    dynload = os.path.join(sysconfig.get_paths()["stdlib"], "lib-dynload")
+    stdlib_used = sorted(m for m in imported if m in STDLIB_EXTENSIONS)
+    if os.path.isdir(dynload):
+        for mod in stdlib_used:
+            for ext in STDLIB_EXTENSIONS[mod]:
+                for name in sorted(os.listdir(dynload)):
+                    if name.split(".")[0] == ext:
+                        full = os.path.join(dynload, name)
+                        extensions.append({"path": full, "top": mod, "dist": None, "stdlib": True, "libs": ldd(full)})
+    libs = {}
+    for ext in extensions:
+        for lib in ext["libs"]:
+            entry = libs.setdefault(lib["path"], {"path": lib["path"], "soname": lib["soname"],
+                                                  "real": os.path.realpath(lib["path"]), "users": []})
+            entry["users"].append(ext["top"])
+    for entry in libs.values():
+        inside = next((b for b in site if entry["real"].startswith(b + "/")), None)
+        entry["owner"] = ({"dist": module_owner.get(os.path.relpath(entry["real"], inside).split("/")[0]
+                                                    .split(".")[0])} if inside else {"deb": dpkg_owner(entry["path"])})
+
+    pth = []
+    for base in site:
+        for name in sorted(os.listdir(base)):
+            if name.endswith(".pth"):
+                text = open(os.path.join(base, name), errors="replace").read()
+                pth.append({"path": os.path.join(base, name), "content": text,
+                            "runs_code": any(l.startswith(("import ", "import\t")) for l in text.splitlines())})
+
+    bindir = os.path.dirname(sys.executable)
+    scripts, links = [], []
+    for name in sorted(os.listdir(bindir)):
+        full = os.path.join(bindir, name)
+        if os.path.islink(full):
+            links.append({"path": full, "target": os.readlink(full)})
+            continue
+        try:
+            with open(full, "rb") as f:
+                head = f.read(4096)
+        except OSError:
+            continue
+        if not head.startswith(b"#!") or len(head) >= 4096:
+            continue
+        used = re.search(r"""["'\s\[]%s["'\s,\]]""" % re.escape(name), test_text) is not None
+        scripts.append({"path": full, "name": name, "content": head.decode("utf-8", "replace"),
+                        "mode": os.stat(full).st_mode & 0o7777, "used_by_tests": used})
+
+    print(json.dumps({
+        "python": sys.executable, "prefix": sys.prefix, "site": site, "bindir": bindir, "workdir": workdir,
+        "dists": dists, "imports": {"src": sorted(src_imports), "tests": sorted(test_imports)},
+        "extensions": extensions, "libs": sorted(libs.values(), key=lambda e: e["path"]), "pth": pth,
+        "scripts": scripts, "links": links,
+        "tools": {t: shutil.which(t) for t in ("uv", "apt-get", "dpkg", "git")},
+    }))
+
+
+if __name__ == "__main__":
+    main()
