@@ -27,7 +27,7 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
 # each env kind, by the mutation-name prefix that names it
 ENV_KINDS = ("uninstall-", "conflict-", "rmmodule-", "rmlib-", "script-gone-", "script-shebang-", "pth-",
-             "interp-links")
+             "interp-links", "venvcfg-gone")
 
 
 def _git(repo, *args):
@@ -177,7 +177,7 @@ def test_env_kind_breaks_and_its_inverse_repairs_through_the_carry(source, kind)
     got = prove(yard, image, facts, m)
     if kind in ("script-gone-", "script-shebang-"):
         assert got["broken"] == ["tests/test_envproj.py::test_script"]
-    if kind != "interp-links":  # without the interpreter nothing runs
+    if kind not in ("interp-links", "venvcfg-gone"):  # without the interpreter or the venv nothing runs
         assert "tests/test_plain.py::test_plain" not in got["broken"]  # needs nothing the mutation touched
 
 
@@ -203,3 +203,24 @@ def test_commit_inversion_breaks_the_new_tests_and_the_commit_repairs_them(sourc
         assert log.stdout.split("\n")[0] == "snapshot" and "count distinct words" not in log.stdout  # no history
         assert "def count_words" not in b.read_file(f"{facts.workdir}/src/envproj/__init__.py").decode()
         assert b.exec(["test", "-f", "tests/test_words.py"], cwd=facts.workdir).exit_code == 0  # the new tests stay
+
+
+def test_a_compiled_extension_of_a_wheel_is_removed_and_reinstalled(source):
+    """The fixture is C-extension-free; this adds a wheel whose module is one compiled file (ujson, no pure-Python
+    fallback) and a test that imports it, then proves the `rmext` kind on that image."""
+    yard, image, facts = source
+    trust_binds, trust_env = host_trust()
+    with yard.sandbox(image, network="host", ro_binds=trust_binds, env=trust_env) as sb:
+        r = sb.exec(["sh", "-c", f"uv pip install --python {facts.python} 'ujson>=5'"], timeout=300)
+        assert r.exit_code == 0, r.stderr
+        sb.write_file(f"{facts.workdir}/tests/test_fast.py",
+                      b"import ujson\n\n\ndef test_dumps():\n    assert ujson.dumps([1]) == '[1]'\n")
+        extended = sb.snapshot()
+    with yard.sandbox(extended) as sb:
+        env = json.loads(sb.exec(["sh", "-c", envbreak.probe_script()], cwd=facts.workdir, timeout=120).stdout)
+        baseline = run_tests(sb, facts.test_command, facts.workdir)
+    assert baseline["tests/test_fast.py::test_dumps"] == "passed"
+    more = SourceFacts(**{**facts.__dict__, "image": extended.name, "baseline": baseline, "extra": {"env": env}})
+    m = next(m for m in envbreak.candidates(more, random.Random(0)) if m.name.startswith("rmext-ujson"))
+    assert m.site.endswith(".so") and m.meta["distribution"] == "ujson"
+    assert prove(yard, extended, more, m)["broken"] == ["tests/test_fast.py::test_dumps"]

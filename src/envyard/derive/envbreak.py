@@ -12,7 +12,9 @@ Kinds (the `site` prefix in brackets):
   Debian package (or its distribution when the wheel bundles it);
 - script [script:]: a console script the tests run, deleted or with a dead interpreter line; inverse: its text;
 - pth [pth:]: a path `.pth` file (an editable install's) emptied; inverse: its text;
-- interp [link:]: the venv's interpreter links removed; inverse: the links.
+- interp [link:]: the venv's interpreter links removed; inverse: the links;
+- venvcfg [config:]: the venv's `pyvenv.cfg` deleted (the interpreter then runs outside the venv: no project
+  dependencies, no test runner); inverse: its text.
 
 Reinstalls come from PyPI or the Debian archive, so those mutations set `network = "host"`. Environment
 variables are not a kind: the tests see the image's configured environment, which neither a break script
@@ -51,7 +53,7 @@ def candidates(facts: SourceFacts, rng: random.Random) -> Iterator[Mutation]:
         return
     found: list[Mutation] = []
     for make in (_dist_mutations, _file_mutations, _lib_mutations, _script_mutations, _pth_mutations,
-                 _link_mutations):
+                 _link_mutations, _config_mutations):
         found.extend(make(facts, env, rng))
     seen = set()
     unique = [m for m in found if not (m.name in seen or seen.add(m.name))]
@@ -153,14 +155,13 @@ def _dist_mutations(facts: SourceFacts, env: dict, rng: random.Random) -> Iterat
 def _file_mutations(facts: SourceFacts, env: dict, rng: random.Random) -> Iterator[Mutation]:
     """One imported module (or extension) file of a needed distribution, deleted: the distribution still looks
     installed, its code is not there."""
-    exts = {e["path"] for e in env.get("extensions", []) if e.get("dist")}
     for d in _breakable(env):
         if not d.get("imported"):
             continue
         modules = sorted(f for f in d.get("files", []) if f.split("/")[0].split(".")[0] in d["imported"]
                          and (f.endswith(".py") or ".so" in f) and "__pycache__" not in f)
         location = d.get("location") or env.get("site", [""])[0]
-        compiled = [f for f in modules if os.path.join(location, f) in exts]
+        compiled = [f for f in modules if f in d.get("compiled", [])]
         pure = [f for f in modules if f not in compiled]
         for pool, kind in ((pure, "rmmodule"), (compiled, "rmext")):
             if not pool:
@@ -245,3 +246,15 @@ def _link_mutations(facts: SourceFacts, env: dict, rng: random.Random) -> Iterat
                    break_script=f"set -e\nrm -f {paths}\n", fix_script=fix, carry=(env.get("bindir", ""),),
                    patch_lines=len(links), files=tuple(l["path"] for l in links),
                    meta={"mutation": "interpreter-links", "links": json.dumps(links)})
+
+
+def _config_mutations(facts: SourceFacts, env: dict, rng: random.Random) -> Iterator[Mutation]:
+    """The venv's configuration file, deleted."""
+    cfg = env.get("venv_cfg")
+    if not cfg:
+        return
+    yield Mutation(kind=KIND, name="venvcfg-gone", site=f"config:{cfg['path']}",
+                   break_script=f"set -e\nrm -f {_q(cfg['path'])}\n",
+                   fix_script="set -e\n" + _write_file(cfg["path"], cfg["content"], 0o644),
+                   carry=(cfg["path"],), patch_lines=cfg["content"].count("\n") or 1, files=(cfg["path"],),
+                   meta={"mutation": "venv-config-deleted", "file": cfg["path"]})

@@ -23,6 +23,7 @@ SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".tox", ".nox
 CORE_LIBS = re.compile(r"^(linux-vdso|linux-gate|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|"
                        r"libutil\.so|libgcc_s|libstdc\+\+|libz\.so|libtinfo|libpython)")
 # Test runners and installers: breaking them breaks every test for a reason that is not the project's.
+SHARED_OBJECT = re.compile(r"\.so(\.\d+)*$")
 RUNNERS = {"pytest", "pip", "setuptools", "wheel", "uv", "nose", "nose2", "unittest2", "coverage", "pytest-cov",
            "pytest-xdist", "execnet", "tox", "nox"}
 # stdlib modules whose work is done by an extension module that links a system library
@@ -134,6 +135,7 @@ def main():
         dists.append({"name": canon(name), "version": d.version, "editable": editable,
                       "location": str(d.locate_file("")).rstrip("/"),
                       "requires": list(d.requires or []), "top": sorted(top), "files": files[:MAX_FILES],
+                      "compiled": [f for f in files if SHARED_OBJECT.search(f) and not f.startswith("..")],
                       "installer": (d.read_text("INSTALLER") or "").strip()})
 
     def closure(roots):
@@ -161,16 +163,15 @@ def main():
         x["required"] = x["name"] in needed and not x["project"]
         x["imported"] = sorted(m for m in x["top"] if m in imported)
 
+    # compiled modules (and the libraries wheels bundle) of the distributions the project needs
     extensions = []
-    for base in site:
-        for dirpath, dirs, files in os.walk(base):
-            dirs[:] = [d for d in dirs if d != "__pycache__"]
-            for name in files:
-                if ".so" in name and (name.endswith(".so") or re.search(r"\.so(\.\d+)*$", name)):
-                    full = os.path.join(dirpath, name)
-                    rel = os.path.relpath(full, base)
-                    extensions.append({"path": full, "top": rel.split("/")[0].split(".")[0],
-                                       "dist": module_owner.get(rel.split("/")[0].split(".")[0]), "libs": ldd(full)})
+    for x in dists:
+        if not x["required"]:
+            continue
+        for f in x["compiled"]:
+            top = f.split("/")[0].split(".")[0]
+            extensions.append({"path": os.path.join(x["location"], f), "top": top, "dist": x["name"],
+                               "libs": ldd(os.path.join(x["location"], f))})
     dynload = os.path.join(sysconfig.get_paths()["stdlib"], "lib-dynload")
     stdlib_used = sorted(m for m in imported if m in STDLIB_EXTENSIONS)
     if os.path.isdir(dynload):
@@ -217,11 +218,14 @@ def main():
         scripts.append({"path": full, "name": name, "content": head.decode("utf-8", "replace"),
                         "mode": os.stat(full).st_mode & 0o7777, "used_by_tests": used})
 
+    cfg = os.path.join(sys.prefix, "pyvenv.cfg")
+    venv_cfg = {"path": cfg, "content": open(cfg, errors="replace").read()} if os.path.isfile(cfg) else None
+
     print(json.dumps({
         "python": sys.executable, "prefix": sys.prefix, "site": site, "bindir": bindir, "workdir": workdir,
         "dists": dists, "imports": {"src": sorted(src_imports), "tests": sorted(test_imports)},
         "extensions": extensions, "libs": sorted(libs.values(), key=lambda e: e["path"]), "pth": pth,
-        "scripts": scripts, "links": links,
+        "scripts": scripts, "links": links, "venv_cfg": venv_cfg,
         "tools": {t: shutil.which(t) for t in ("uv", "apt-get", "dpkg", "git")},
     }))
 
