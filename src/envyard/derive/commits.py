@@ -30,8 +30,10 @@ SNAPSHOT = ("rm -rf .git\n"
 
 
 def probe_script() -> str:
-    """sh, run from the workdir: prints the probe's JSON (commitprobe.py, run by the interpreter on PATH)."""
-    return f"exec python3 - <<'ENVYARD_PROBE_EOF'\n{PROBE.read_text()}\nENVYARD_PROBE_EOF\n"
+    """sh (its shebang says so), run from the workdir: prints the probe's JSON (commitprobe.py, run by
+    `$ENVYARD_PYTHON` when the caller names it, else `python3` on PATH)."""
+    return (f"#!/bin/sh\nexec \"${{ENVYARD_PYTHON:-python3}}\" - <<'ENVYARD_PROBE_EOF'\n{PROBE.read_text()}\n"
+            "ENVYARD_PROBE_EOF\n")
 
 
 def candidates(facts: SourceFacts, rng: random.Random) -> Iterator[Mutation]:
@@ -60,7 +62,8 @@ def _inversion(c: dict) -> Mutation:
         fix_script=fix_script, patch_lines=int(c.get("added", 0)) + int(c.get("removed", 0)),
         files=tuple(c["files"]),
         meta={"commit": c["sha"], "parent": c["parent"], "subject": _one_line(c.get("subject", "")),
-              "date": c.get("date", ""), "tests_changed": ", ".join(shlex.quote(t) for t in c["tests"])})
+              "date": c.get("date", ""), "tests_changed": ", ".join(shlex.quote(t) for t in c["tests"]),
+              "reverse_patch": c["diff"]})  # the writer saves it as solution/fix.diff (not in [metadata])
 
 
 def _one_line(s: str) -> str:

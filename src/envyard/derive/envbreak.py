@@ -40,10 +40,10 @@ KIND = "env"
 
 
 def probe_script() -> str:
-    """sh, run from the workdir with the image's env: prints the probe's JSON (envprobe.py, run by the
-    interpreter on PATH)."""
-    code = PROBE.read_text()
-    return f"exec python3 - <<'ENVYARD_PROBE_EOF'\n{code}\nENVYARD_PROBE_EOF\n"
+    """sh (its shebang says so), run from the workdir with the image's env: prints the probe's JSON (envprobe.py,
+    run by the environment's interpreter: `$ENVYARD_PYTHON` when the caller names it, else `python3` on PATH)."""
+    return (f"#!/bin/sh\nexec \"${{ENVYARD_PYTHON:-python3}}\" - <<'ENVYARD_PROBE_EOF'\n{PROBE.read_text()}\n"
+            "ENVYARD_PROBE_EOF\n")
 
 
 def candidates(facts: SourceFacts, rng: random.Random) -> Iterator[Mutation]:
