@@ -158,7 +158,9 @@ def _file_mutations(facts: SourceFacts, env: dict, rng: random.Random) -> Iterat
     for d in _breakable(env):
         if not d.get("imported"):
             continue
-        modules = sorted(f for f in d.get("files", []) if f.split("/")[0].split(".")[0] in d["imported"]
+        # the files the project's imports load; else any module file of an imported package
+        modules = sorted(f for f in d.get("loaded") or d.get("files", [])
+                         if f.split("/")[0].split(".")[0] in d["imported"]
                          and (f.endswith(".py") or ".so" in f) and "__pycache__" not in f)
         location = d.get("location") or env.get("site", [""])[0]
         compiled = [f for f in modules if f in d.get("compiled", [])]

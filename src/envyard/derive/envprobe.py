@@ -1,7 +1,8 @@
 """Run inside a sandbox over a healthy image (not imported by envyard): prints, as JSON, what the environment
 breakage generator needs to know about the environment the project's tests see.
 
-It only reads: installed distributions (name, version, files, requirements, editable or not), which of their
+It reads (and imports what the project imports, in a child interpreter, to see which files load): installed
+distributions (name, version, files, requirements, editable or not), which of their
 modules the project and its tests import (static, with `ast`), compiled extension modules those imports load
 and the shared libraries they link (ldd) with the Debian package owning each (dpkg -S), `.pth` files, the
 venv's commands and interpreter links, and the tools a repair could use. Kept compatible with Python 3.8.
@@ -34,6 +35,31 @@ STDLIB_EXTENSIONS = {"sqlite3": ["_sqlite3"], "lzma": ["_lzma"], "bz2": ["_bz2"]
                      "zipfile": ["zlib"], "urllib": ["_ssl"], "http": ["_ssl"]}
 
 
+# Imported to see which files the project's imports load; these would open windows or print.
+NEVER_IMPORT = {"this", "antigravity", "idlelib", "turtle", "turtledemo", "tkinter", "__main__", "__future__"}
+LOADED = """
+import importlib, json, sys
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except BaseException:
+        pass
+print()
+print(json.dumps(sorted({getattr(m, "__file__", None) or "" for m in list(sys.modules.values())} - {""})))
+"""
+
+
+def loaded_files(names, workdir):
+    """Real paths of the module files that importing `names` loads (in a child interpreter: an import may run
+    anything), or None when that could not be found out."""
+    try:
+        r = subprocess.run([sys.executable, "-c", LOADED, *sorted(names)], capture_output=True, text=True,
+                           timeout=120, cwd=workdir, stdin=subprocess.DEVNULL)
+        return {os.path.realpath(f) for f in json.loads(r.stdout.strip().splitlines()[-1])}
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
 def canon(name):
     return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -46,9 +72,9 @@ def is_test_path(rel):
 
 
 def project_imports(root):
-    """Top-level names imported by the project's code and by its tests, and the tests' text (to find the
-    commands they run)."""
-    src, tests, test_text = set(), set(), []
+    """Top-level names imported by the project's code and by its tests, the tests' text (to find the commands
+    they run), and every dotted name imported (`from a.b import c` gives a.b and a.b.c: c may be a module)."""
+    src, tests, test_text, dotted = set(), set(), [], set()
     for dirpath, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
         for name in sorted(files):
@@ -65,14 +91,17 @@ def project_imports(root):
             for node in ast.walk(tree):
                 if isinstance(node, ast.Import):
                     found.update(a.name.split(".")[0] for a in node.names)
+                    dotted.update(a.name for a in node.names)
                 elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                     found.add(node.module.split(".")[0])
+                    dotted.add(node.module)
+                    dotted.update(node.module + "." + a.name for a in node.names if a.name != "*")
             if is_test_path(rel):
                 tests |= found
                 test_text.append(text)
             else:
                 src |= found
-    return src, tests, "\n".join(test_text)
+    return src, tests, "\n".join(test_text), dotted
 
 
 def ldd(path):
@@ -106,7 +135,7 @@ def main():
     workdir = os.getcwd()
     paths = sysconfig.get_paths()
     site = sorted({paths["purelib"], paths["platlib"]})
-    src_imports, test_imports, test_text = project_imports(workdir)
+    src_imports, test_imports, test_text, dotted = project_imports(workdir)
     imported = src_imports | test_imports
 
     dists, module_owner = [], {}
@@ -163,24 +192,30 @@ def main():
         x["required"] = x["name"] in needed and not x["project"]
         x["imported"] = sorted(m for m in x["top"] if m in imported)
 
-    # compiled modules (and the libraries wheels bundle) of the distributions the project needs
+    # Which files the project's imports load: the modules worth breaking. Without it (the import crashed the
+    # child), every compiled file of the needed distributions and a table for the standard library stand in.
+    loaded = loaded_files({m for m in dotted if m.split(".")[0] not in NEVER_IMPORT}, workdir)
+    for x in dists:
+        x["loaded"] = ([f for f in x["files"] if os.path.realpath(os.path.join(x["location"], f)) in loaded]
+                       if loaded is not None else [])
     extensions = []
     for x in dists:
         if not x["required"]:
             continue
         for f in x["compiled"]:
-            top = f.split("/")[0].split(".")[0]
-            extensions.append({"path": os.path.join(x["location"], f), "top": top, "dist": x["name"],
-                               "libs": ldd(os.path.join(x["location"], f))})
+            full = os.path.join(x["location"], f)
+            if loaded is None or os.path.realpath(full) in loaded:
+                extensions.append({"path": full, "top": f.split("/")[0].split(".")[0], "dist": x["name"],
+                                   "libs": ldd(full)})
     dynload = os.path.join(sysconfig.get_paths()["stdlib"], "lib-dynload")
-    stdlib_used = sorted(m for m in imported if m in STDLIB_EXTENSIONS)
     if os.path.isdir(dynload):
-        for mod in stdlib_used:
-            for ext in STDLIB_EXTENSIONS[mod]:
-                for name in sorted(os.listdir(dynload)):
-                    if name.split(".")[0] == ext:
-                        full = os.path.join(dynload, name)
-                        extensions.append({"path": full, "top": mod, "dist": None, "stdlib": True, "libs": ldd(full)})
+        wanted = {e for m in imported if m in STDLIB_EXTENSIONS for e in STDLIB_EXTENSIONS[m]}
+        for name in sorted(os.listdir(dynload)):
+            full = os.path.join(dynload, name)
+            used = os.path.realpath(full) in loaded if loaded is not None else name.split(".")[0] in wanted
+            if used:
+                extensions.append({"path": full, "top": name.split(".")[0], "dist": None, "stdlib": True,
+                                   "libs": ldd(full)})
     libs = {}
     for ext in extensions:
         for lib in ext["libs"]:
