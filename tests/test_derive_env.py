@@ -165,8 +165,11 @@ def test_candidates_need_their_probe(source):
     _yard, _image, facts = source
     bare = SourceFacts(image=facts.image, workdir=facts.workdir, test_runner="pytest", test_command="x",
                        packages=(), python=facts.python)
-    assert list(envbreak.candidates(bare, random.Random(0))) == []
-    assert list(commits.candidates(bare, random.Random(0))) == []
+    failed = SourceFacts(**{**bare.__dict__, "extra": {"env": {"error": "probe exit 127"},
+                                                       "commit": {"error": "probe exit 127"}}})
+    for f in (bare, failed):  # no probe, or a probe that failed: nothing to propose
+        assert list(envbreak.candidates(f, random.Random(0))) == []
+        assert list(commits.candidates(f, random.Random(0))) == []
 
 
 @pytest.mark.parametrize("kind", ENV_KINDS)

@@ -164,7 +164,8 @@ def _file_mutations(facts: SourceFacts, env: dict, rng: random.Random) -> Iterat
                          and (f.endswith(".py") or ".so" in f) and "__pycache__" not in f)
         location = d.get("location") or env.get("site", [""])[0]
         compiled = [f for f in modules if f in d.get("compiled", [])]
-        pure = [f for f in modules if f not in compiled]
+        # a package's __init__.py gone leaves a namespace package that still imports its submodules
+        pure = [f for f in modules if f not in compiled and not f.endswith("/__init__.py")]
         for pool, kind in ((pure, "rmmodule"), (compiled, "rmext")):
             if not pool:
                 continue
