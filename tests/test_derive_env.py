@@ -5,7 +5,6 @@ script makes them pass again, and the fix survives the verifier's carry filter."
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import shutil
