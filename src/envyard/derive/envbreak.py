@@ -75,7 +75,8 @@ def _installer(facts: SourceFacts, env: dict) -> str:
     """`pip` as the environment offers it: uv when present (what setup used), else the venv's pip."""
     python = facts.python or env.get("python", "python3")
     uv = (env.get("tools") or {}).get("uv")
-    return f"{_q(uv)} pip --quiet" if uv else f"{_q(python)} -m pip --quiet --disable-pip-version-check"
+    # --native-tls: uv trusts the system's CA store, as pip-era tools do (a machine behind a TLS-inspecting proxy)
+    return f"{_q(uv)} pip --quiet --native-tls" if uv else f"{_q(python)} -m pip --quiet --disable-pip-version-check"
 
 
 def _install(facts: SourceFacts, env: dict, spec: str, reinstall: bool = False) -> str:

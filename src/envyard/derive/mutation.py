@@ -45,5 +45,10 @@ class Mutation:
     patch_lines: int = 0  # size of the fix, for the difficulty estimate
     files: tuple[str, ...] = ()  # files the fix touches
     meta: dict = field(default_factory=dict)  # provenance for task.toml [metadata]
+
+    @property
+    def network(self) -> str:
+        """"host" when the break or its repair downloads (a reinstall from PyPI or Debian), else "none"."""
+        return "host" if self.meta.get("network") == "host" else "none"
     # Added for code bugs (derive/bugs.py); defaults keep the other kinds unchanged:
     test_scope: tuple[str, ...] = ()  # test files that can notice it (for a slow suite); () = the whole suite

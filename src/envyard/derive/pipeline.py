@@ -215,7 +215,7 @@ def _run(yard, facts: SourceFacts, candidates: Iterator[Mutation], report: Repor
             raise Dropped("infra", "cancelled")
         dest = staging / o.name
         write_task(dest, facts, o.mutation, s, seed=seed, name=o.name)
-        validate(yard, facts, dest, s, o.costs, snapshots=snapshots)
+        validate(yard, facts, dest, s, o.costs, snapshots=snapshots, network=o.mutation.network)
         return dest
 
     def drop(o: Outcome, d: Dropped):

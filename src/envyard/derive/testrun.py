@@ -19,6 +19,7 @@ from .mutation import SourceFacts
 
 JUNIT = "/tmp/envyard-derive-junit.xml"
 FAST_SUITE = 10.0  # seconds: a suite this fast is run whole for every candidate and by every verifier
+KEEP_GOING = "--continue-on-collection-errors"
 SIMPLE_PYTEST = re.compile(r"^(\S+/python\S*) -m pytest((?: \S+)*)$")
 
 
@@ -39,6 +40,9 @@ def runner_of(facts: SourceFacts) -> runners.Runner:
 def command(facts: SourceFacts, files: tuple[str, ...] = (), junit: str = JUNIT, *, extra: str = "") -> str:
     """The shell command that runs the suite, or only `files` (pytest with a plain command line only), reporting
     each test; services (databases the tests need) are started around it. `extra`: more pytest options."""
+    if facts.test_runner == "pytest":
+        # a broken environment often makes one test module fail to import: the other modules must still report
+        extra = f"{KEEP_GOING} {extra}".strip()
     base = runner_of(facts).run(junit) + (f" {extra}" if extra else "")
     if files:
         m = SIMPLE_PYTEST.match(facts.test_command)

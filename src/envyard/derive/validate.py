@@ -63,7 +63,7 @@ class Costs:
 def screen(yard, facts: SourceFacts, m: Mutation, costs: Costs) -> Screened:
     start = time.monotonic()
     try:
-        with yard.sandbox(facts.image, workdir=facts.workdir) as sb:
+        with yard.sandbox(facts.image, workdir=facts.workdir, network=m.network) as sb:
             r = sb.exec(m.break_script, cwd=facts.workdir, timeout=BREAK_TIMEOUT)
             if r.exit_code != 0:
                 raise Dropped("break-failed", (r.stderr.strip().splitlines() or [f"exit {r.exit_code}"])[-1][:200])
@@ -118,13 +118,14 @@ def _verify(sb, task: Path, timeout: float, costs: Costs) -> dict:
 
 
 def validate(yard, facts: SourceFacts, task: Path, s: Screened, costs: Costs, *, reproduce: int = REPRODUCE,
-             snapshots: set | None = None) -> None:
-    """Raises Dropped unless the written task at `task` validates (noop 0 reproducibly, oracle 1, in time)."""
+             snapshots: set | None = None, network: str = "none") -> None:
+    """Raises Dropped unless the written task at `task` validates (noop 0 reproducibly, oracle 1, in time).
+    `network`: the task's ("host" when its break or repair downloads)."""
     start = time.monotonic()
     broken = None
     timeout = verifier_timeout(s)
     try:
-        with yard.sandbox(facts.image, workdir=facts.workdir) as sb:
+        with yard.sandbox(facts.image, workdir=facts.workdir, network=network) as sb:
             sb.upload(task / "environment" / "setup.sh", "/tmp/envyard-setup.sh")
             r = sb.exec(["bash", "/tmp/envyard-setup.sh"], cwd=facts.workdir, timeout=BREAK_TIMEOUT)
             if r.exit_code != 0:
@@ -134,7 +135,7 @@ def validate(yard, facts: SourceFacts, task: Path, s: Screened, costs: Costs, *,
             if snapshots is not None:
                 snapshots.add(broken.name)
         noops = reproduce - 1  # the screening run was the first reproduction
-        forks = yard.fork(broken, noops + 1, workdir=facts.workdir)
+        forks = yard.fork(broken, noops + 1, workdir=facts.workdir, network=network)
 
         def noop(sb):
             got = _verify(sb, task, timeout, costs)

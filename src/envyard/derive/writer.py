@@ -20,6 +20,11 @@ from .mutation import Mutation, SourceFacts
 from .testrun import JUNIT, command
 
 HIDDEN_DIR = "hidden"  # tests/hidden/<path>: the hidden test files, copied back into the project by test.sh
+DESCRIPTIONS = {  # task.toml's one-line description, per kind
+    "bug": "Fix the bug that makes {n} test(s) of {image} fail.",
+    "env": "Repair the broken environment of {image} so that {n} failing test(s) pass again.",
+    "commit": "Make {n} new test(s) of {image} pass.",
+}
 
 
 @dataclass
@@ -74,7 +79,7 @@ def instruction(facts: SourceFacts, m: Mutation, s: Screened) -> str:
     shown = command(facts, s.scope).replace(facts.python, "python")
     shown = re.sub(r" --junitxml=\S+| -p no:cacheprovider| -q\b", "", shown)
     files = set(facts.files)
-    what = "has a bug" if m.kind == "bug" else "is broken"
+    what = "is broken" if m.kind == "env" else "has a bug" if m.kind == "bug" else "fails its tests"
     lines = [f"# Failing tests in `{facts.workdir}`", "",
              f"The project in `{facts.workdir}` {what}. Its test suite (`{shown}`, run from `{facts.workdir}`) "
              f"reports {len(s.failing)} failing test{'s' if len(s.failing) != 1 else ''}:", ""]
@@ -87,7 +92,7 @@ def instruction(facts: SourceFacts, m: Mutation, s: Screened) -> str:
             lines += ["  ```", *("  " + l for l in msg.splitlines()), "  ```"]
     if len(s.failing) > 15:
         lines.append(f"- … and {len(s.failing) - 15} more")
-    fix = "Fix the project's code" if m.kind == "bug" else "Repair the environment"
+    fix = {"bug": "Fix the project's code", "commit": "Change the project's code"}.get(m.kind, "Repair the environment")
     lines += ["", f"{hidden_note}{fix} so that they pass; every other test must keep passing. Do not edit the "
                   "tests.", ""]
     return "\n".join(lines)
@@ -144,10 +149,10 @@ def write_task(dest: Path, facts: SourceFacts, m: Mutation, s: Screened, *, seed
         **{k: v for k, v in m.meta.items() if isinstance(v, (str, int, float, bool)) and k != "reverse_patch"},
     }
     toml = [f"name = {_toml(name)}",
-            f"description = {_toml(f'Fix the bug that makes {len(s.failing)} test(s) of {facts.image} fail.' if m.kind == 'bug' else f'Repair the {m.kind} breakage of {facts.image}.')}",
+            f"description = {_toml(DESCRIPTIONS[m.kind].format(n=len(s.failing), image=facts.image))}",
             "", "[metadata]", *(f"{k} = {_toml(v)}" for k, v in meta.items()),
             "", "[environment]", f"image = {_toml(facts.image)}", f"workdir = {_toml(facts.workdir)}",
-            'network = "none"',
+            f"network = {_toml(m.network)}",
             "", "[agent]", "timeout_sec = 1800", "max_steps = 100",
             "", "[verifier]", f"timeout_sec = {verifier_timeout(s)}"]
     if m.carry:
