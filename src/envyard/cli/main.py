@@ -17,6 +17,8 @@ from rich.table import Table
 from .. import __version__
 from ..errors import BadInput, EnvyardError, SandboxNotFound
 from ..runtime.limits import Limits
+from .run import RUN_ERROR, Failed
+from .run import check_spec as _spec, env_pairs as _env, strip_dashes as _strip_dashes  # noqa: F401  (shared)
 
 app = typer.Typer(
     help="envyard: executable environments for agents — fast, daemonless, forkable sandboxes over a layer store.",
@@ -31,7 +33,6 @@ app.add_typer(base_app, name="base")
 # Piped output is read by people's scripts: tables are never cut to 80 columns there (`setup/x:la…`).
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 4096)
 err = Console(stderr=True, soft_wrap=True)
-RUN_ERROR = 125  # `run` passes the command's exit code through, so its own failures use 125 (as docker does)
 
 
 def _yard(backend: str = "local"):
@@ -50,37 +51,12 @@ def _fail(e: EnvyardError, code: int | None = None) -> None:
     raise typer.Exit(code if code is not None else e.exit_code)
 
 
-def _spec(image: str, network: str, workdir: str | None) -> None:
-    """The CLI's own wording for bad sandbox options of the commands that attach a terminal."""
-    if network not in ("none", "host"):
-        raise BadInput(f"unknown network policy {network!r}", fix="use 'none' (default) or 'host'")
-    if workdir is not None and not workdir.startswith("/"):
-        raise BadInput(f"workdir must be an absolute path, not {workdir!r}")
-
-
-def _strip_dashes(cmd: list[str]) -> list[str]:
-    cmd = cmd[1:] if cmd and cmd[0] == "--" else cmd
-    if not cmd:
-        raise BadInput("no command given", fix="envyard run IMAGE -- CMD [ARGS...]")
-    return cmd
-
-
 def _emit_json(data) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
 def _limits(memory: str | None, pids: int | None, cpus: float | None, disk: str | None = None) -> Limits:
     return Limits(memory=memory, pids=pids, cpus=cpus, disk=disk)
-
-
-def _env(pairs: list[str]) -> dict[str, str]:
-    env = {}
-    for pair in pairs or []:
-        if "=" not in pair:
-            raise BadInput(f"--env takes KEY=VALUE, got {pair!r}")
-        k, v = pair.split("=", 1)
-        env[k] = v
-    return env
 
 
 def _version(value: bool):
@@ -116,25 +92,13 @@ def run(
 ):
     """Run one command in a throwaway sandbox. Options go before IMAGE. The exit code is the command's (124 after
     --timeout); envyard's own errors exit 125."""
-    from ..runtime.local import TIMEOUT_EXIT
+    from .run import run as run_command
 
     try:
-        cmd = _strip_dashes(cmd)
-        yard = _yard(backend)
-        if timeout is not None and timeout <= 0:
-            raise BadInput(f"--timeout must be positive, got {timeout}")
-        if as_json:
-            with yard.sandbox(image, network=network, limits=_limits(memory, pids, cpus, disk), env=_env(env),
-                              workdir=workdir, security=security) as sb:
-                r = sb.exec(cmd if len(cmd) > 1 else cmd[0], timeout=timeout)
-            _emit_json({"sandbox": sb.id, "image": sb.image.name, **r.to_dict()})
-            raise typer.Exit(TIMEOUT_EXIT if r.timed_out else r.exit_code)
-        _spec(image, network, workdir)
-        code = yard.run_attached(image, cmd, timeout=timeout, network=network,
-                                 limits=_limits(memory, pids, cpus, disk), env=_env(env), workdir=workdir,
-                                 security=security)
-    except EnvyardError as e:
-        _fail(e, RUN_ERROR)
+        code = run_command(image, cmd, network=network, memory=memory, pids=pids, cpus=cpus, disk=disk, env=env,
+                           workdir=workdir, timeout=timeout, as_json=as_json, security=security, backend=backend)
+    except Failed as e:
+        _fail(e.error, RUN_ERROR)
     raise typer.Exit(code)
 
 
@@ -457,7 +421,9 @@ for _module in (_images, _setup, _build, _envs, _serve, _mcp):
 
 
 def entry() -> None:
-    app()
+    from .entry import main as console_main
+
+    console_main(app)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
 from pathlib import Path, PurePosixPath
 
 from .. import janitor, procinfo, validate
@@ -93,7 +92,7 @@ class LocalBackend:
     def check(self) -> dict:
         return {"backend": self.name, "bwrap": self.bwrap, "cgroups": self.cgroups.mode,
                 "cgroups_note": self.cgroups.reason, "root": os.geteuid() == 0,
-                "seccomp": f"filter of {len(seccomp.filter_program()) // 8} BPF instructions",
+                "seccomp": f"filter of {len(seccomp.filter_program(self.store.home / 'cache')) // 8} BPF instructions",
                 "user_namespace": "identity map; capabilities count only inside" if USER_NAMESPACE else "off",
                 "disk_limits": self.volume.available() or "btrfs volume with a quota per sandbox"}
 
@@ -137,7 +136,7 @@ class LocalSandbox:
         self.backend = backend
         self.store = backend.store
         self.spec = spec
-        self.id = uuid.uuid4().hex[:12]
+        self.id = os.urandom(6).hex()
         self.dir = self.store.sandboxes_dir / self.id
         self.ipc = self.dir / "ipc"
         self.spill = self.dir / "spill"
@@ -334,7 +333,8 @@ class LocalSandbox:
         """Start bwrap (behind the cgroup shim) with the descriptors its arguments name. Its environment is
         empty on purpose: bwrap stays the sandbox's pid-1, whose environment anyone inside can read at
         /proc/1/environ, so nothing of the owner's (API keys, tokens) may reach it."""
-        own = {"{SECCOMP_FD}": seccomp.program_fd()} if "{SECCOMP_FD}" in args else {}
+        cache = self.backend.store.home / "cache"
+        own = {"{SECCOMP_FD}": seccomp.program_fd(cache)} if "{SECCOMP_FD}" in args else {}
         fds = {**fds, **own}
         pass_fds = (*fds.values(), *((userns.namespace_fd(),) if USER_NAMESPACE else ()))
         pod = self.spec.network if isinstance(self.spec.network, PodNetwork) else None
