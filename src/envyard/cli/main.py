@@ -193,11 +193,20 @@ def snapshot(sandbox_id: str = typer.Argument(..., help="A running sandbox (see 
 def gc(as_json: bool = typer.Option(False, "--json", help="Print JSON."),
        backend: Optional[str] = typer.Option(None, "--backend", help="Also reap this backend's leftovers: docker "
                                              "removes containers of dead owners. Default: docker too when its "
-                                             "socket answers.")):
+                                             "socket answers."),
+       cache: bool = typer.Option(False, "--cache", help="Also prune the package cache of `envyard setup` "
+                                  "(see `envyard df`), down to --cache-max."),
+       cache_max: str = typer.Option("0", "--cache-max", help="With --cache: keep at most this much, e.g. 2G "
+                                     "(0: empty it).")):
     """Reclaim sandboxes of dead owners (processes, cgroups, files), unfinished and unused layers, and trash."""
     try:
+        from ..diskuse import parse_size, prune_cache
+
+        keep = parse_size(cache_max)
         yard = _yard()
         report = yard.gc()
+        if cache:
+            report["package_cache"] = prune_cache(yard.store, keep)
         if backend == "docker" or (backend is None and _docker_reachable()):
             from ..runtime.docker_backend import reap_containers
 
@@ -210,6 +219,9 @@ def gc(as_json: bool = typer.Option(False, "--json", help="Print JSON."),
         _emit_json(report)
         return
     for key, value in report.items():
+        if key == "package_cache":
+            out.print(f"package cache: {value['before_bytes'] / 1e6:.1f} MB -> {value['after_bytes'] / 1e6:.1f} MB")
+            continue
         n = value if isinstance(value, int) else len(value)
         out.print(f"{key.replace('_', ' ')}: {n}")
 
@@ -410,13 +422,14 @@ def demo(
 
 
 from . import build as _build  # noqa: E402  (command groups live in their own modules)
+from . import disk as _disk  # noqa: E402
 from . import envs as _envs  # noqa: E402
 from . import images as _images  # noqa: E402
 from . import mcp as _mcp  # noqa: E402
 from . import serve as _serve  # noqa: E402
 from . import setup as _setup  # noqa: E402
 
-for _module in (_images, _setup, _build, _envs, _serve, _mcp):
+for _module in (_images, _setup, _build, _envs, _serve, _mcp, _disk):
     _module.register(app, out, err, _fail, _emit_json, _yard)
 
 
