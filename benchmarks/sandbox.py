@@ -601,6 +601,7 @@ class Bench:
         f_exec, e_exec, e_sess, d_exec = ("floor: resident sh, `/bin/true`", "envyard sb.exec('true') one-shot",
                                           "envyard sh.run('true') session", "docker exec")
         f_py, e_cli = "floor: the CLI's interpreter, `-c pass`", "envyard run host -- true (console script)"
+        e_typer = "same command through typer (the old entry point)"
 
         def cycle():
             with self.yard.sandbox(self.debian) as sb:
@@ -618,7 +619,9 @@ class Bench:
                      (e_sess, lambda: must(sh.run("true"), "sh.run"), self.fast_reps)]
             if cli and interp:
                 tasks += [(f_py, lambda: run([interp, "-c", "pass"]), self.reps),
-                          (e_cli, lambda: run([cli, "run", "host", "--", "true"], env=cli_env), self.reps)]
+                          (e_cli, lambda: run([cli, "run", "host", "--", "true"], env=cli_env), self.reps),
+                          (e_typer, lambda: run([interp, "-c", "from envyard.cli.main import app; app()", "run",
+                                                 "host", "--", "true"], env=cli_env), self.reps)]
             if self.docker_ok:
                 cid = self.docker.run_detached()
                 tasks += [(d_run, lambda: run(["docker", "run", "--rm", "--network", "none", DOCKER_IMAGE, "true"]),
@@ -639,6 +642,8 @@ class Bench:
             r.add(Row("hot", f_py, samples=got[f_py], note=interp))
             r.add(Row("hot", e_cli, samples=got[e_cli], target="≤100 ms, ≥5× docker run", target_max=100,
                       raw_ref=f_py, docker_ref=d_run, docker_min=5, note=cli))
+            r.add(Row("hot", e_typer, samples=got[e_typer], raw_ref=f_py, docker_ref=d_run,
+                      note="typer, rich, pydantic and every command module loaded"))
         else:
             r.add(Row("hot", e_cli, note="no envyard console script found (--envyard-cli)"))
         self.bench_hot_loop(f_create)
