@@ -81,7 +81,7 @@ class LocalBackend:
         if not hasattr(os, "pidfd_open"):
             raise HostUnsupported("this Python lacks os.pidfd_open", fix="use CPython >= 3.9 on Linux >= 5.3")
         self.store = store
-        self.bwrap = find_bwrap()
+        self.bwrap = find_bwrap(store.home / "cache")
         check_overlay_support()
         self.cgroups = Cgroups()
         self.volume = SandboxVolume(store.home)
