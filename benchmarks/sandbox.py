@@ -2,6 +2,8 @@
 """Side-by-side latency and density benchmark: envyard vs. a raw bubblewrap floor vs. Docker.
 
 Measures, in one run:
+  0. issue #12's rows, every contender interleaved (create→exec→close with teardown, one-shot exec, the
+     `envyard run` console script vs `docker run`, fork per child under the machine's load)
   1. create -> first exec result -> close    (raw bwrap, envyard over debian:bookworm and host, docker run --rm)
   2. exec round trip                          (raw resident shell, envyard shell session / one-shot, docker exec)
   3. fork cost per child vs. image size       (yard.fork(img, 8) over a 10 MB and a 1 GB snapshot)
@@ -501,6 +503,7 @@ class Bench:
         self.raw: RawFloor | None = None
         self.yard: envyard.Yard | None = None
         self.start_ticks = own_start_ticks()
+        self.sections: set[str] = set()
 
     # -- setup / cleanup --
 
@@ -581,6 +584,106 @@ class Bench:
             for pid, _ in strays:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
+
+    # -- 0. issue #12's table, every contender interleaved --
+
+    def bench_hot(self) -> None:
+        """The rows of issue #12, each with envyard, its floor and Docker sampled round-robin in one loop (Docker
+        included: its daemon's after-work then lands in everyone's samples alike, not in one contender's)."""
+        console.rule("0. issue #12: hot paths — envyard vs floor vs Docker, interleaved")
+        settle()
+        cli = self.args.envyard_cli or shutil.which("envyard")
+        interp = Path(cli).read_text(errors="replace").splitlines()[0].removeprefix("#!").split()[0] if cli else None
+        cli_env = {**os.environ, "ENVYARD_HOME": str(self.yard.store.home)}
+        run = lambda argv, **kw: subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, **kw)  # noqa: E731
+        f_create, e_create, d_run = ("floor: raw bwrap, true, rm (debian)", "envyard create → exec → close, "
+                                     "teardown waited (debian)", "docker run --rm")
+        f_exec, e_exec, e_sess, d_exec = ("floor: resident sh, `/bin/true`", "envyard sb.exec('true') one-shot",
+                                          "envyard sh.run('true') session", "docker exec")
+        f_py, e_cli = "floor: the CLI's interpreter, `-c pass`", "envyard run host -- true (console script)"
+        e_typer = "same command through typer (the old entry point)"
+
+        def cycle():
+            with self.yard.sandbox(self.debian) as sb:
+                must(sb.exec("true"), "true")
+            drain_background_cleanup()  # teardown included in the figure
+
+        with contextlib.ExitStack() as stack:
+            rt = stack.enter_context(self.raw.resident_shell())
+            live = stack.enter_context(self.yard.sandbox(self.debian))
+            sh = live.shell()
+            stack.callback(sh.close)
+            tasks = [(f_create, self.raw.create_exec_close, self.reps), (e_create, cycle, self.reps),
+                     (f_exec, lambda: rt("/bin/true"), self.fast_reps),
+                     (e_exec, lambda: must(live.exec("true"), "exec"), self.fast_reps),
+                     (e_sess, lambda: must(sh.run("true"), "sh.run"), self.fast_reps)]
+            if cli and interp:
+                tasks += [(f_py, lambda: run([interp, "-c", "pass"]), self.reps),
+                          (e_cli, lambda: run([cli, "run", "host", "--", "true"], env=cli_env), self.reps),
+                          (e_typer, lambda: run([interp, "-c", "from envyard.cli.main import app; app()", "run",
+                                                 "host", "--", "true"], env=cli_env), self.reps)]
+            if self.docker_ok:
+                cid = self.docker.run_detached()
+                tasks += [(d_run, lambda: run(["docker", "run", "--rm", "--network", "none", DOCKER_IMAGE, "true"]),
+                           self.docker_reps),
+                          (d_exec, lambda: run(["docker", "exec", cid, "true"]), self.docker_reps)]
+            got = interleaved(tasks)
+        r = self.res
+        r.add(Row("hot", f_create, samples=got[f_create], note="mkdir upper+work, bwrap /bin/true, rm -r"))
+        r.add(Row("hot", e_create, samples=got[e_create], target="≤1.5× floor, teardown included", raw_ref=f_create,
+                  raw_max=1.5, docker_ref=d_run))
+        r.add(Row("hot", d_run, samples=got.get(d_run, []), note="" if self.docker_ok else "n/a"))
+        r.add(Row("hot", f_exec, samples=got[f_exec], note="pipe round trip + fork/exec"))
+        r.add(Row("hot", e_exec, samples=got[e_exec], target="≤1 ms", target_max=1, raw_ref=f_exec,
+                  docker_ref=d_exec))
+        r.add(Row("hot", e_sess, samples=got[e_sess], raw_ref=f_exec, docker_ref=d_exec))
+        r.add(Row("hot", d_exec, samples=got.get(d_exec, []), note="" if self.docker_ok else "n/a"))
+        if cli and interp:
+            r.add(Row("hot", f_py, samples=got[f_py], note=interp))
+            r.add(Row("hot", e_cli, samples=got[e_cli], target="≤100 ms, ≥5× docker run", target_max=100,
+                      raw_ref=f_py, docker_ref=d_run, docker_min=5, note=cli))
+            r.add(Row("hot", e_typer, samples=got[e_typer], raw_ref=f_py, docker_ref=d_run,
+                      note="typer, rich, pydantic and every command module loaded"))
+        else:
+            r.add(Row("hot", e_cli, note="no envyard console script found (--envyard-cli)"))
+        self.bench_hot_loop(f_create)
+        self.bench_hot_fork()
+        if "reset" not in self.sections:
+            self.bench_snapshot_many_files()
+
+    def bench_hot_loop(self, floor_name: str) -> None:
+        """create → exec → close back to back, as a rollout loop does, with the teardown on the janitor thread;
+        batches of envyard and of the floor alternate, and each envyard batch ends when its teardowns are done."""
+        batch, floor, ours = 10, [], []
+        for _ in range(max(3, self.reps // batch)):
+            t = time.perf_counter_ns()
+            for _ in range(batch):
+                self.raw.create_exec_close()
+            floor.append((time.perf_counter_ns() - t) / 1e6 / batch)
+            t = time.perf_counter_ns()
+            for _ in range(batch):
+                with self.yard.sandbox(self.debian) as sb:
+                    must(sb.exec("true"), "true")
+            drain_background_cleanup()
+            ours.append((time.perf_counter_ns() - t) / 1e6 / batch)
+        name = "  floor, same batches"
+        self.res.add(Row("hot", name, samples=floor))
+        self.res.add(Row("hot", "envyard create → exec → close in a loop, per sandbox (all teardowns done)",
+                         samples=ours, target="≤1.5× floor", raw_ref=name, raw_max=1.5,
+                         note=f"batches of {batch}; the janitor holds at most 32 teardowns"))
+
+    def bench_hot_fork(self) -> None:
+        per_child = []
+        for _ in range(max(3, self.slow_reps)):
+            t = time.perf_counter_ns()
+            kids = self.yard.fork(self.debian, FORK_N)
+            per_child.append((time.perf_counter_ns() - t) / 1e6 / FORK_N)
+            for k in kids:
+                k.close()
+            drain_background_cleanup()
+        self.res.add(Row("hot", f"envyard fork per child ({FORK_N} children), machine as loaded as it is",
+                         samples=per_child, target="≤20 ms", target_max=20,
+                         note=f"load average {os.getloadavg()[0]:.1f}"))
 
     # -- 1. create -> first exec -> close --
 
@@ -991,8 +1094,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--idle", type=int, default=500, help="sandboxes to hold open for the density test (default 500)")
     p.add_argument("--big-mb", type=int, default=1024, help="size of the big image for the fork test (default 1024)")
     p.add_argument("--quick", action="store_true", help="fast smoke run: few reps, 50 idle sandboxes, 100 MB big image")
-    p.add_argument("--only", default="create,defences,exec,fork,reset,idle",
-                   help="comma list of sections to run (create,defences,exec,fork,reset,idle)")
+    p.add_argument("--only", default="hot,create,defences,exec,fork,reset,idle",
+                   help="comma list of sections to run (hot,create,defences,exec,fork,reset,idle); hot is issue "
+                        "#12's table")
+    p.add_argument("--envyard-cli", help="the envyard console script for the CLI row (default: envyard on PATH)")
     args = p.parse_args(argv)
     if args.quick:
         args.reps = min(args.reps, 5)
@@ -1019,7 +1124,8 @@ def main(argv=None) -> int:
     try:
         bench.setup()
         machine = machine_info(bench.bwrap, bench.yard, bench.docker.version if bench.docker_ok else None)
-        steps = [("create", bench.bench_create), ("defences", bench.bench_defences), ("exec", bench.bench_exec),
+        bench.sections = sections
+        steps = [("hot", bench.bench_hot), ("create", bench.bench_create), ("defences", bench.bench_defences), ("exec", bench.bench_exec),
                  ("fork", bench.bench_fork),
                  ("reset", bench.bench_reset_snapshot), ("idle", bench.bench_idle)]
         machine["loadavg_start"] = load0

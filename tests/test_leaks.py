@@ -220,3 +220,22 @@ def test_interrupted_start_leaves_no_process(yard, host, monkeypatch):
     assert stray == []
     assert set(yard.store.sandboxes_dir.iterdir()) == before
     assert [r for r in yard.store.sandboxes() if r.owner_pid == os.getpid()] == []
+
+
+def test_a_burst_of_closes_is_torn_down_with_bounded_backlog(yard, host):
+    """close() hands the teardown to the janitor thread, which holds at most MAX_PENDING jobs: a tight
+    create/close loop waits for it rather than piling up processes and subvolumes, and nothing is left."""
+    from envyard import janitor
+
+    before = {r.id for r in yard.store.sandboxes()}
+    made, backlog = [], []
+    for _ in range(40):
+        sb = yard.sandbox(host)
+        made.append((sb.id, sb._h.init_pid))
+        sb.close()
+        backlog.append(janitor.pending())
+    assert max(backlog) <= janitor.MAX_PENDING + 1  # the queue's cap, plus the job being run
+    janitor.wait()
+    assert _wait_gone([pid for _, pid in made])
+    assert {r.id for r in yard.store.sandboxes()} == before
+    assert not [i for i, _ in made if (yard.store.sandboxes_dir / i).exists()]

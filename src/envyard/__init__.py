@@ -4,14 +4,11 @@ from .errors import (BackendUnsupported, BadInput, BaseBuildError, ClusterError,
                      NotFound, NotRegularFile, PathOutsideSandbox, PlatformNotFound, RegistryAuthError, RegistryError,
                      RegistryUnreachable, RemoteImageNotFound, SandboxClosed, SandboxDied, SandboxError, SandboxNotFound,
                      ServiceError, StoreError, UnsafeLayer, UnsupportedImage)
-from .runtime.limits import Limits
-from .runtime.podnet import PodNetwork
-from .runtime.result import ExecResult
-from .store import Image, ImageConfig
-from .yard import Sandbox, Yard
-
-# The asyncio API loads on first use: asyncio alone is a tenth of the CLI's start-up.
-_LAZY = {"AsyncSandbox": "aio", "AsyncShell": "aio", "AsyncYard": "aio"}
+# Everything but the errors loads on first use (PEP 562): `import envyard.cli.entry` or `envyard.errors` must not
+# pay for the store, the runtime and asyncio (the CLI's start-up time; issue #12).
+_LAZY = {"Limits": "runtime.limits", "PodNetwork": "runtime.podnet", "ExecResult": "runtime.result",
+         "Image": "store", "ImageConfig": "store", "Sandbox": "yard", "Yard": "yard",
+         "AsyncSandbox": "aio", "AsyncShell": "aio", "AsyncYard": "aio"}
 
 
 def __getattr__(name: str):

@@ -13,7 +13,12 @@ import threading
 from typing import Callable
 
 log = logging.getLogger("envyard")
+# At most this many clean-ups wait; beyond that `later` blocks until one is done. Sandboxes closed faster than
+# they can be torn down would otherwise pile up processes, subvolumes and files without bound: with the cap,
+# a tight create/close loop runs at the speed of the teardown, and memory and disk stay bounded.
+MAX_PENDING = 32
 _queue: "queue.Queue[Callable[[], None]] | None" = None
+_thread: threading.Thread | None = None
 _lock = threading.Lock()
 
 
@@ -29,13 +34,30 @@ def _work(q: "queue.Queue[Callable[[], None]]") -> None:
 
 
 def later(job: Callable[[], None]) -> None:
-    global _queue
+    """Run `job` on the janitor thread; blocks while MAX_PENDING jobs are already waiting."""
+    global _queue, _thread
+    if threading.current_thread() is _thread:
+        _run_inline(job)  # a clean-up that queues more: waiting on our own full queue would never end
+        return
     with _lock:
         if _queue is None:
-            _queue = queue.Queue()
-            threading.Thread(target=_work, args=(_queue,), name="envyard-janitor", daemon=True).start()
+            _queue = queue.Queue(maxsize=MAX_PENDING)
+            _thread = threading.Thread(target=_work, args=(_queue,), name="envyard-janitor", daemon=True)
+            _thread.start()
             atexit.register(wait)
     _queue.put(job)
+
+
+def _run_inline(job: Callable[[], None]) -> None:
+    try:
+        job()
+    except Exception:
+        log.exception("background clean-up failed")
+
+
+def pending() -> int:
+    """Clean-ups queued or running (for tests and benchmarks)."""
+    return 0 if _queue is None else _queue.unfinished_tasks
 
 
 def wait() -> None:

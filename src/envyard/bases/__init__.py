@@ -8,16 +8,30 @@ from typing import Callable
 
 from ..errors import BadInput
 from ..store import Image, ImageConfig, Store, parse_image_name
-from .archive import import_archive
-from .debian import DEFAULT_MIRROR, SUITE_PYTHON, debootstrap_rootfs
 from .host import HOST_IMAGE, ensure_host_image
+
+# debootstrap and archive import load when used: the CLI and every Yard import this package for `host`.
+_LAZY = {"DEFAULT_MIRROR": "debian", "SUITE_PYTHON": "debian", "debootstrap_rootfs": "debian",
+         "import_archive": "archive"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 Progress = Callable[[str], None] | None
 DEBIAN_RE = re.compile(r"^debian:([a-z]+)$")
 
 
-def pull(store: Store, spec: str, *, on_progress: Progress = None, mirror: str = DEFAULT_MIRROR) -> Image:
-    """Build (or return the cached) base image for `spec`: `host` or `debian:<suite>`."""
+def pull(store: Store, spec: str, *, on_progress: Progress = None, mirror: str | None = None) -> Image:
+    """Build (or return the cached) base image for `spec`: `host` or `debian:<suite>` (from `mirror`, by default
+    debian.DEFAULT_MIRROR)."""
+    from .debian import DEFAULT_MIRROR, SUITE_PYTHON, debootstrap_rootfs
+
+    mirror = mirror or DEFAULT_MIRROR
     if spec in ("host", HOST_IMAGE):
         return ensure_host_image(store)
     m = DEBIAN_RE.match(spec)
@@ -42,6 +56,8 @@ def pull(store: Store, spec: str, *, on_progress: Progress = None, mirror: str =
 
 def import_image(store: Store, path: Path, name: str, *, on_progress: Progress = None) -> Image:
     """Import a rootfs tarball or `docker save` archive as image `name` (one store layer per archive layer)."""
+    from .archive import import_archive
+
     name = parse_image_name(name)
     imported = import_archive(path, store.new_layer_dir, on_progress=on_progress)
     layers = [store.seal_layer(d, {"provider": "import", "source": str(path)}).id for d in imported.layer_dirs]

@@ -17,7 +17,6 @@ import fcntl
 import os
 import subprocess
 import time
-import uuid
 from pathlib import Path
 from typing import Iterator
 
@@ -82,7 +81,7 @@ def refresh_host_mask(store: Store) -> Path:
     path = masks / hostmask.spec_digest(spec)
     if not path.is_dir():
         masks.mkdir(parents=True, exist_ok=True)
-        tmp = masks / f".new-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp = masks / f".new-{os.getpid()}-{os.urandom(4).hex()}"
         try:
             hostmask.build_mask(tmp, spec)
             os.rename(tmp, path)

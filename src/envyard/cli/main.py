@@ -17,6 +17,8 @@ from rich.table import Table
 from .. import __version__
 from ..errors import BadInput, EnvyardError, SandboxNotFound
 from ..runtime.limits import Limits
+from .run import RUN_ERROR, Failed
+from .run import check_spec as _spec, env_pairs as _env, strip_dashes as _strip_dashes  # noqa: F401  (shared)
 
 app = typer.Typer(
     help="envyard: executable environments for agents — fast, daemonless, forkable sandboxes over a layer store.",
@@ -31,7 +33,6 @@ app.add_typer(base_app, name="base")
 # Piped output is read by people's scripts: tables are never cut to 80 columns there (`setup/x:la…`).
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 4096)
 err = Console(stderr=True, soft_wrap=True)
-RUN_ERROR = 125  # `run` passes the command's exit code through, so its own failures use 125 (as docker does)
 
 
 def _yard(backend: str = "local"):
@@ -50,37 +51,12 @@ def _fail(e: EnvyardError, code: int | None = None) -> None:
     raise typer.Exit(code if code is not None else e.exit_code)
 
 
-def _spec(image: str, network: str, workdir: str | None) -> None:
-    """The CLI's own wording for bad sandbox options of the commands that attach a terminal."""
-    if network not in ("none", "host"):
-        raise BadInput(f"unknown network policy {network!r}", fix="use 'none' (default) or 'host'")
-    if workdir is not None and not workdir.startswith("/"):
-        raise BadInput(f"workdir must be an absolute path, not {workdir!r}")
-
-
-def _strip_dashes(cmd: list[str]) -> list[str]:
-    cmd = cmd[1:] if cmd and cmd[0] == "--" else cmd
-    if not cmd:
-        raise BadInput("no command given", fix="envyard run IMAGE -- CMD [ARGS...]")
-    return cmd
-
-
 def _emit_json(data) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
 def _limits(memory: str | None, pids: int | None, cpus: float | None, disk: str | None = None) -> Limits:
     return Limits(memory=memory, pids=pids, cpus=cpus, disk=disk)
-
-
-def _env(pairs: list[str]) -> dict[str, str]:
-    env = {}
-    for pair in pairs or []:
-        if "=" not in pair:
-            raise BadInput(f"--env takes KEY=VALUE, got {pair!r}")
-        k, v = pair.split("=", 1)
-        env[k] = v
-    return env
 
 
 def _version(value: bool):
@@ -116,25 +92,13 @@ def run(
 ):
     """Run one command in a throwaway sandbox. Options go before IMAGE. The exit code is the command's (124 after
     --timeout); envyard's own errors exit 125."""
-    from ..runtime.local import TIMEOUT_EXIT
+    from .run import run as run_command
 
     try:
-        cmd = _strip_dashes(cmd)
-        yard = _yard(backend)
-        if timeout is not None and timeout <= 0:
-            raise BadInput(f"--timeout must be positive, got {timeout}")
-        if as_json:
-            with yard.sandbox(image, network=network, limits=_limits(memory, pids, cpus, disk), env=_env(env),
-                              workdir=workdir, security=security) as sb:
-                r = sb.exec(cmd if len(cmd) > 1 else cmd[0], timeout=timeout)
-            _emit_json({"sandbox": sb.id, "image": sb.image.name, **r.to_dict()})
-            raise typer.Exit(TIMEOUT_EXIT if r.timed_out else r.exit_code)
-        _spec(image, network, workdir)
-        code = yard.run_attached(image, cmd, timeout=timeout, network=network,
-                                 limits=_limits(memory, pids, cpus, disk), env=_env(env), workdir=workdir,
-                                 security=security)
-    except EnvyardError as e:
-        _fail(e, RUN_ERROR)
+        code = run_command(image, cmd, network=network, memory=memory, pids=pids, cpus=cpus, disk=disk, env=env,
+                           workdir=workdir, timeout=timeout, as_json=as_json, security=security, backend=backend)
+    except Failed as e:
+        _fail(e.error, RUN_ERROR)
     raise typer.Exit(code)
 
 
@@ -229,11 +193,20 @@ def snapshot(sandbox_id: str = typer.Argument(..., help="A running sandbox (see 
 def gc(as_json: bool = typer.Option(False, "--json", help="Print JSON."),
        backend: Optional[str] = typer.Option(None, "--backend", help="Also reap this backend's leftovers: docker "
                                              "removes containers of dead owners. Default: docker too when its "
-                                             "socket answers.")):
+                                             "socket answers."),
+       cache: bool = typer.Option(False, "--cache", help="Also prune the package cache of `envyard setup` "
+                                  "(see `envyard df`), down to --cache-max."),
+       cache_max: str = typer.Option("0", "--cache-max", help="With --cache: keep at most this much, e.g. 2G "
+                                     "(0: empty it).")):
     """Reclaim sandboxes of dead owners (processes, cgroups, files), unfinished and unused layers, and trash."""
     try:
+        from ..diskuse import parse_size, prune_cache
+
+        keep = parse_size(cache_max)
         yard = _yard()
         report = yard.gc()
+        if cache:
+            report["package_cache"] = prune_cache(yard.store, keep)
         if backend == "docker" or (backend is None and _docker_reachable()):
             from ..runtime.docker_backend import reap_containers
 
@@ -246,6 +219,9 @@ def gc(as_json: bool = typer.Option(False, "--json", help="Print JSON."),
         _emit_json(report)
         return
     for key, value in report.items():
+        if key == "package_cache":
+            out.print(f"package cache: {value['before_bytes'] / 1e6:.1f} MB -> {value['after_bytes'] / 1e6:.1f} MB")
+            continue
         n = value if isinstance(value, int) else len(value)
         out.print(f"{key.replace('_', ' ')}: {n}")
 
@@ -447,18 +423,21 @@ def demo(
 
 from . import build as _build  # noqa: E402  (command groups live in their own modules)
 from . import derive as _derive  # noqa: E402
+from . import disk as _disk  # noqa: E402
 from . import envs as _envs  # noqa: E402
 from . import images as _images  # noqa: E402
 from . import mcp as _mcp  # noqa: E402
 from . import serve as _serve  # noqa: E402
 from . import setup as _setup  # noqa: E402
 
-for _module in (_images, _setup, _derive, _build, _envs, _serve, _mcp):
+for _module in (_images, _setup, _derive, _build, _envs, _serve, _mcp, _disk):
     _module.register(app, out, err, _fail, _emit_json, _yard)
 
 
 def entry() -> None:
-    app()
+    from .entry import main as console_main
+
+    console_main(app)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ import logging
 import os
 import shlex
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,7 +69,7 @@ class Cgroups:
             base = self._v2_base()
             return ("v2", "") if base else ("rlimit", "cgroup v2 is not writable by this user")
         if (CGROUP_ROOT / "pids").is_dir():
-            probe = self._v1_parent("pids") / f"envyard-probe-{uuid.uuid4().hex[:8]}"
+            probe = self._v1_parent("pids") / f"envyard-probe-{os.urandom(4).hex()}"
             try:
                 probe.mkdir()
                 probe.rmdir()

@@ -5,9 +5,11 @@ as a descendant of the holder, so it inherits the sandbox's namespaces, cgroups,
 rlimits. Only /bin/sh is needed in the image.
 
 To keep the exec round trip short, the holder always keeps one *runner* waiting: a shell already started in
-a session of its own (setsid), blocked on reading its FIFO `spare.K`. On `run ID IN K` the holder hands the
-request to runner K, which runs it at once, and then starts runner K+1 in the background, off the caller's
-critical path. The runner reports its pid (its session id, so a timeout can kill exactly its process tree),
+a session of its own (setsid), blocked on reading its FIFO `spare.K`. The owner writes the request to that
+FIFO itself when the runner is there (one process fewer on the round trip) and tells the holder `next K+1`;
+the holder then starts runner K+1 in the background, off the caller's critical path. When runner K is not
+there (still starting, or gone), the owner sends `run ID IN K` instead and the holder hands the request over,
+starting the runner first if it is missing. The runner reports its pid (its session id, so a timeout can kill exactly its process tree),
 runs the script in a subshell with its stdio on FIFOs, and reports the exit status.
 
 The holder exits when its stdin reaches EOF — the owning process closed the sandbox or died — after killing
@@ -64,6 +66,10 @@ while read -r op id in k; do
       if [ -z "$rp" ] || ! kill -0 "$rp" 2>/dev/null; then spawn "$k"; fi
       if [ -n "$rp" ]; then echo "$id $in" >"$D/spare.$k"; else echo "exit 254" >"$D/$id.rc"; fi
       spawn $((k + 1))
+      ;;
+    next)
+      # The owner handed runner `id` its request itself: start the next one now.
+      spawn "$id"
       ;;
     shell)
       # Background jobs start with SIGINT ignored, which a shell cannot undo itself; env resets it so that

@@ -16,11 +16,9 @@ which the kernel does when the owner dies, so a crash leaks nothing.
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import os
 import shutil
-import socket
 import struct
 import subprocess
 import threading
@@ -179,6 +177,9 @@ def _loopback_up(netns_fd: int) -> None:
     failure: list[BaseException] = []
 
     def enter_and_configure():
+        import ctypes  # here, not at the top: every Yard imports this module, few make pods
+        import socket
+
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             if libc.setns(netns_fd, CLONE_NEWNET) != 0:

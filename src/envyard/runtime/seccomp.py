@@ -13,8 +13,10 @@ new system calls keep working for compilers, package managers and runtimes, and 
 Refused calls fail with EPERM (as Docker's do), except `clone3`, which fails with ENOSYS so that the C
 library falls back to `clone`, whose flags the filter can inspect.
 
-The filter is compiled with libseccomp (through pyseccomp's ctypes binding) once per process, for the
-native architecture and its 32-bit companions (a 64-bit process can still make i386 system calls).
+The filter is compiled with libseccomp (through pyseccomp's ctypes binding) for the native architecture and
+its 32-bit companions (a 64-bit process can still make i386 system calls). The program is kept in the store,
+named by a hash of this file and the machine, so a new process (`envyard run`) reads it instead of loading
+libseccomp: that import alone runs `ldconfig -p` and cost more than the sandbox itself.
 bubblewrap loads it (`--seccomp FD`) just before it runs the sandbox's first program, so it binds every
 process of the sandbox and cannot be removed.
 """
@@ -24,7 +26,8 @@ from __future__ import annotations
 import errno
 import functools
 import os
-import platform
+import hashlib
+from pathlib import Path
 
 from ..errors import HostUnsupported
 
@@ -60,7 +63,7 @@ TIOCLINUX = 0x541C
 
 def _companion_arches(seccomp) -> list[int]:
     """32-bit ABIs the kernel also accepts from a process of the native architecture."""
-    machine = platform.machine()
+    machine = os.uname().machine
     if machine == "x86_64":
         return [seccomp.Arch.X86, seccomp.Arch.X32]
     if machine == "aarch64":
@@ -76,9 +79,38 @@ def _syscall_number(seccomp, name: str) -> int | None:
     return nr if nr >= 0 else None  # negative: a pseudo-number for a call this architecture lacks
 
 
+@functools.lru_cache(maxsize=4)
+def filter_program(cache_dir: Path | None = None) -> bytes:
+    """The compiled BPF program (struct sock_filter[]): from `cache_dir` when it holds this version's, else
+    compiled (once per process) and stored there."""
+    if cache_dir is None:
+        return _compile()
+    path = Path(cache_dir) / f"seccomp-{_cache_key()}.bpf"
+    try:
+        program = path.read_bytes()
+        if program and len(program) % 8 == 0:
+            return program
+    except OSError:
+        pass
+    program = _compile()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(program)
+        os.replace(tmp, path)  # atomic: a concurrent reader sees the whole program or none
+    except OSError:
+        pass  # a read-only store still works, compiling each time
+    return program
+
+
+@functools.cache
+def _cache_key() -> str:
+    """Changes with the filter's definition (this file) and the machine the program was compiled for."""
+    return hashlib.sha256(Path(__file__).read_bytes() + os.uname().machine.encode()).hexdigest()[:16]
+
+
 @functools.lru_cache(maxsize=1)
-def filter_program() -> bytes:
-    """The compiled BPF program (struct sock_filter[]), built once per process."""
+def _compile() -> bytes:
     try:
         import pyseccomp as seccomp
     except (ImportError, OSError, RuntimeError) as e:  # pyseccomp raises at import when libseccomp is absent
@@ -115,10 +147,10 @@ def filter_program() -> bytes:
         return buf.read()
 
 
-def program_fd() -> int:
+def program_fd(cache_dir: Path | None = None) -> int:
     """A pipe's read end holding the program, for bwrap's --seccomp (it reads to EOF and closes it).
     The caller closes its copy after starting bwrap."""
-    program = filter_program()
+    program = filter_program(cache_dir)
     read_fd, write_fd = os.pipe()
     try:
         os.write(write_fd, program)  # a few KB: far below a pipe's capacity, so this never blocks

@@ -23,7 +23,6 @@ import os
 import shutil
 import subprocess
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -148,7 +147,7 @@ class Store:
     @staticmethod
     def new_layer_name() -> str:
         """The name of a layer being built: it names the builder, so gc can tell an abandoned one."""
-        return f".new-{os.getpid()}-{procinfo.start_time(os.getpid())}-{uuid.uuid4().hex[:12]}"
+        return f".new-{os.getpid()}-{procinfo.start_time(os.getpid())}-{os.urandom(6).hex()}"
 
     def owns_layer_dir(self, path: Path) -> bool:
         """Whether a layer's directory is the store's own (not the host's root or an external path)."""
@@ -170,7 +169,7 @@ class Store:
 
         With `blob`, the layer is also found by that blob's digest and diff_id from now on. If another process
         published a layer for the same blob meanwhile, that one is returned and `built` is discarded."""
-        layer_id = uuid.uuid4().hex
+        layer_id = os.urandom(16).hex()
         snapshot = self.volume_layer_root(built) if built.name == "upper" else None
         if snapshot is not None:  # a btrfs snapshot (volume.py): published as it is, in O(1)
             source, final = snapshot, self.volume_layers_dir / layer_id / "upper"
@@ -425,7 +424,7 @@ class Store:
 
             destroy_subvolume(snapshot)
             return
-        target = self.trash_dir / f"{path.name}-{uuid.uuid4().hex[:8]}"
+        target = self.trash_dir / f"{path.name}-{os.urandom(4).hex()}"
         try:
             os.rename(path, target)
         except OSError:
