@@ -73,6 +73,9 @@ class SetupResult:
     log: list[str] = field(default_factory=list)
     project_bug: dict = field(default_factory=dict)  # the project's own code failed: error, file, line, traceback
     connection: dict = field(default_factory=dict)  # failing tests that could not reach a server (verdict.py)
+    missing_imports: int | None = None  # L2's count in the final environment (pyright's reportMissingImports)
+    missing_modules: list[str] = field(default_factory=list)  # the top-level modules still missing
+    completion: dict = field(default_factory=dict)  # what the completeness pass did (complete.py), when it ran
 
     @property
     def verified(self) -> bool:
@@ -118,7 +121,7 @@ class SetupResult:
 
 def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_timeout: float = 1800,
                     test_timeout: float = 1800, on_update: Update | None = None,
-                    available: list[Interpreter] | None = None) -> tuple[SetupResult, Evidence]:
+                    available: list[Interpreter] | None = None, complete: bool = True) -> tuple[SetupResult, Evidence]:
     """Set up the project in `src` as image `name`. Raises on bad input; returns the result otherwise."""
     start = time.monotonic()
     ev = gather(src)
@@ -126,7 +129,7 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
     cands, available = ranked_or_installed(ev, available, yard.store.home / "cache")
     workdir = f"{WORK_ROOT}/{re.sub(r'[^A-Za-z0-9._-]', '_', src.resolve().name) or 'project'}"
     search = Search(yard, ev, src, workdir, available, jobs=jobs,
-                    step_timeout=step_timeout, test_timeout=test_timeout, on_update=on_update)
+                    step_timeout=step_timeout, test_timeout=test_timeout, on_update=on_update, complete=complete)
     best = search.run(cands)
     base_errors = [b.error for b in search.branches if isinstance(b.error, (SetupBaseError, BaseBuildError))]
     if best.level < 0 and base_errors and len(base_errors) == len(search.branches):
@@ -143,7 +146,8 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
                          tests=best.tests, pass_ratio=best.pass_ratio, reason=best.reason, integrity=best.integrity,
                          replay=replay, branches=[_summary(b) for b in search.branches], repairs=best.repairs,
                          log=_log(search.branches, best, replay), project_bug=best.bug.to_dict() if best.bug else {},
-                         connection=best.connection)
+                         connection=best.connection, missing_imports=best.scan.get("missing"),
+                         missing_modules=best.scan.get("modules", []), completion=best.completion)
     if best.bug:
         result.reason = f"project bug: {best.bug.headline}"
     elif best.level >= 3 and not replay.get("ok"):
@@ -376,7 +380,16 @@ def _toml(result: SetupResult, ev: Evidence) -> str:
              f"reason = {q(result.reason)}", f"wall_time_s = {result.wall_time:.1f}",
              f"integrity = {q(result.integrity.detail if result.integrity else 'not checked')}",
              f"verified = {'true' if result.verified else 'false'}", f"status = {q(result.status)}",
-             f"replay = {q(result.replay.get('detail', 'not run (below L3)'))}", ""]
+             f"replay = {q(result.replay.get('detail', 'not run (below L3)'))}",
+             f"missing_imports = {result.missing_imports if result.missing_imports is not None else -1}",
+             f"missing_modules = {json.dumps(result.missing_modules[:200])}", ""]
+    c = result.completion
+    if c:
+        lines += ["[completeness]  # the completeness pass: what the code imports, installed (a transaction)",
+                  f"kept = {'true' if c.get('kept') else 'false'}", f"detail = {q(str(c.get('detail', '')))}",
+                  f"missing_before = {c.get('missing_before', -1)}", f"missing_after = {c.get('missing_after', -1)}",
+                  f"installed = {json.dumps(c.get('installed', []))}", f"mapped = {json.dumps([f'{m}={d}' for m, d in c.get('mapped', {}).items()])}",
+                  f"not_installed = {json.dumps(c.get('not_installed', []))}", f"seconds = {c.get('seconds', 0)}", ""]
     for lv in result.levels:
         lines += ["[[level]]", f"level = {lv.level}", f"name = {q(lv.name)}",
                   f"ok = {'true' if lv.ok else 'false' if lv.ok is False else q('not run')}",
