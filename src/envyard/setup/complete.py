@@ -110,7 +110,9 @@ def install_command(recipe: Recipe, args: str) -> str:
     """`uv pip install` for the pass: the recipe's cut-off, the versions installed before the pass as
     constraints, and the requirements left out of the project's installs (not on PyPI) still left out."""
     override = f" {DROPPED_OVERRIDE}" if any(DROPPED_OVERRIDE in s.command for s in recipe.steps) else ""
-    return recipe.install(f"-c {BEFORE}{override} {args}")
+    # a -c option replaces UV_CONSTRAINT (a shipped uv.lock's export) rather than adding to it: name both
+    locked = "".join(f" -c {shlex.quote(f)}" for f in recipe.env.get("UV_CONSTRAINT", "").split())
+    return recipe.install(f"-c {BEFORE}{locked}{override} {args}")
 
 
 def modules_to_map(missing: list[dict], local: set[str]) -> list[str]:

@@ -24,7 +24,7 @@ from pathlib import Path
 from ..errors import BadInput, BaseBuildError, EnvyardError
 from ..store import ImageConfig
 from ..yard import Yard
-from . import interpreters, runners, services, verdict
+from . import interpreters, pins, runners, services, verdict
 from .evidence import Evidence, gather
 from .interpreters import Interpreter, SetupBaseError, setup_base
 from .plan import ENV, VENV, Recipe, ranked_or_installed
@@ -189,9 +189,19 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
     return result, ev
 
 
+def pinned_env(recipe: Recipe) -> dict[str, str]:
+    """The recipe's environment variables, with the pins (pins.py) constraining every install when there are any."""
+    env = dict(recipe.env)
+    if recipe.pins:
+        env["UV_CONSTRAINT"] = pins.constraint_files(recipe.env)
+    return env
+
+
 def replay_script(recipe: Recipe) -> str:
-    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in recipe.env.items())
-    return "set -e\n" + exports + "".join(f"{s.command}\n" for s in recipe.steps)
+    """The recipe as one script: its steps with the pinned versions, then an exact install of the pins."""
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in pinned_env(recipe).items())
+    return ("set -e\n" + exports + (pins.write_script(recipe.pins) if recipe.pins else "")
+            + "".join(f"{s.command}\n" for s in recipe.steps) + (f"{pins.EXACT}\n" if recipe.pins else ""))
 
 
 def _replay(yard: Yard, search: Search, best: Branch) -> dict:
@@ -219,6 +229,10 @@ def _replay(yard: Yard, search: Search, best: Branch) -> dict:
         if r.exit_code != 0:
             return {**out, "ok": False, "detail": f"setup.sh exited {r.exit_code} on a fresh base",
                     "seconds": time.monotonic() - t}
+        if recipe.pins:  # the replay installed exactly the versions that passed
+            f = sh(pins.FREEZE, 300)
+            differ = pins.differences(recipe.pins, pins.parse_freeze(f.stdout)) if f.exit_code == 0 else ["(no freeze)"]
+            out.update(pins_match=not differ, pins_differ=differ[:50], pins=len(recipe.pins))
         runner = runners.of_recipe(recipe)
         statuses = None
         if runner.collect:
@@ -262,7 +276,7 @@ def _log(branches: list[Branch], best: Branch, replay: dict) -> list[str]:
     return out
 
 
-CONTRACT_FILES = ("envyard.toml", "setup.sh", "test.sh", "Dockerfile", "log.txt")
+CONTRACT_FILES = ("envyard.toml", "setup.sh", "test.sh", "Dockerfile", "requirements.lock", "log.txt")
 CONTRACT_HEADER = "# written by `envyard setup`"
 
 
@@ -314,7 +328,12 @@ def write_contract(out: Path, result: SetupResult, ev: Evidence) -> Path:
             "#!/bin/sh\n# Replays envyard's recipe from the project root, as root, on "
             f"{_debian_of(r.interpreter)} (Python {r.interpreter.version} at {r.interpreter.path}).\nset -eu\n"
             f"# the setup base: interpreter, toolchain, uv\n{prelude}"
-            f"export {_exports(r)}\n" + "".join(f"# {s.why}\n{s.command}\n" for s in r.steps)
+            f"export {_exports(r)}\n"
+            + (f"# the exact versions that passed (from {r.pins_source}): every install below is constrained to them\n"
+               + pins.write_script(r.pins) if r.pins else "")
+            + "".join(f"# {s.why}\n{s.command}\n" for s in r.steps)
+            + (f"# the pinned versions, exactly (a no-op when every pin already holds)\n{pins.EXACT}\n"
+               if r.pins else "")
             + (f"# the services the tests expect start (test.sh starts them before the tests)\n"
                f"{services.START} && {services.STOP}\n" if r.services else ""))
         start = (f"# the services the tests expect ({', '.join(s['kind'] for s in r.services)}), started here: they "
@@ -324,6 +343,9 @@ def write_contract(out: Path, result: SetupResult, ev: Evidence) -> Path:
         for f in ("setup.sh", "test.sh"):
             (out / f).chmod(0o755)
         (out / "Dockerfile").write_text(dockerfile(result))
+        if r.pins:
+            (out / "requirements.lock").write_text(f"# written by `envyard setup`: the exact versions that passed "
+                                                   f"({r.pins_source})\n" + "".join(f"{p}\n" for p in r.pins))
     (out / "log.txt").write_text("".join(result.log))
     (out / "envyard.toml").write_text(_toml(result, ev))
     return out
@@ -337,7 +359,7 @@ def _runner_comment(r: Recipe) -> str:
 
 
 def _exports(r: Recipe) -> str:
-    env = {k: v for k, v in ENV.items() if k != "PATH"} | r.env
+    env = {k: v for k, v in ENV.items() if k != "PATH"} | pinned_env(r)
     return " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + f" PATH={VENV}/bin:/opt/envyard/bin:$PATH"
 
 
@@ -358,8 +380,12 @@ def dockerfile(result: SetupResult) -> str:
     origin = (f"# the environment was built with Python {interp.version} {interp.origin}; here the python image's"
               f" build of the same release stands in for it\n") if interp.host_installed else ""
     runs = "".join(f"RUN {c}\n" for c in interp.docker_commands())
+    if r.pins:
+        runs += f"# the exact versions that passed (from {r.pins_source}): every install below is constrained to them\n"
+        runs += pins.docker_run(r.pins)
     runs += "".join(f"# {s.why}\nRUN {s.command}\n" for s in r.steps)
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in ({**ENV, **r.env}).items() if k != "PATH")
+    runs += f"RUN {pins.EXACT}\n" if r.pins else ""
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in ({**ENV, **pinned_env(r)}).items() if k != "PATH")
     start = f"{services.START} && " if r.services else ""  # services do not outlive a RUN: started with the tests
     return ("# written by `envyard setup`; build from the project root: docker build -f PATH/TO/Dockerfile .\n"
             f"{origin}FROM {interp.docker_base()}\n"
@@ -403,6 +429,10 @@ def _toml(result: SetupResult, ev: Evidence) -> str:
                   f"test_command = {q(r.test_command)}", f"test_collect = {q(r.test_collect or '')}",
                   f"test_source = {q(r.test_source)}", f"test_evidence = {q(r.test_evidence)}"]
         lines += [f"env.{k} = {q(v)}" for k, v in r.env.items()] + [""]
+        if r.pins:
+            lines += ["[pins]  # the exact versions that passed; setup.sh and the Dockerfile install them",
+                      f"source = {q(r.pins_source)}", f"file = {q('requirements.lock')}",
+                      f"versions = {json.dumps(r.pins)}", ""]
         for s in r.steps:
             lines += ["[[recipe.step]]", f"kind = {q(s.kind)}", f"command = {q(s.command)}", f"why = {q(s.why)}", ""]
         for svc in r.services:  # started by /opt/envyard/services/start.sh before the tests

@@ -33,7 +33,7 @@ from ..errors import EnvyardError
 from ..store import Image
 from ..tls import ca_bundle
 from ..yard import Sandbox, Yard
-from . import complete, importscan, runners, services
+from . import complete, importscan, pins, runners, services
 from .verdict import GOOD_RATIO, connection_failures
 from .evidence import Evidence
 from .interpreters import SETUP_DISK, Interpreter, minor, setup_base
@@ -379,6 +379,10 @@ class Search:
                     self._complete(b, ws, recipe)
                 b.integrity = self._integrity(b, ws)
         if b.levels[0].ok:
+            r = ws.sh(pins.FREEZE, "/", 300)  # the exact versions: the contract pins them (pins.py)
+            recipe.pins = pins.parse_freeze(r.stdout) if r.exit_code == 0 else []
+            recipe.pins_source = ("uv.lock" if recipe.env.get("UV_CONSTRAINT") == pins.LOCK_EXPORT
+                                  else "uv pip freeze")
             self._say(b, "snapshot")
             b.image = ws.sb.snapshot()
         b.reason = b.reason or first_failure(b.levels)
