@@ -144,13 +144,13 @@ def test_a_project_with_uv_lock_is_installed_and_replayed_from_it(home, tmp_path
     # setup.sh, run by itself on a fresh setup base, installs exactly the pins
     from envyard import Yard
     from envyard.setup.interpreters import setup_base
-    from envyard.setup.search import setup_sandbox
+    from envyard.setup.search import setup_env, setup_sandbox
 
     yard = Yard(home)
     with setup_sandbox(yard, setup_base(yard, host_interpreter()), home / "cache" / "uv") as sb:
         sb.upload(REPOS / "uvlock_app", "/work/uvlock_app")
         sb.write_file("/tmp/setup.sh", (out / "setup.sh").read_text())
-        run = sb.exec("sh /tmp/setup.sh", cwd="/work/uvlock_app", timeout=600)
+        run = sb.exec("sh /tmp/setup.sh", cwd="/work/uvlock_app", env=setup_env(), timeout=600)  # the machine's CAs
         assert run.exit_code == 0, run.stderr[-2000:]
-        freeze = sb.exec(f"VIRTUAL_ENV=/opt/venv /opt/envyard/bin/uv pip freeze --exclude-editable", timeout=60)
+        freeze = sb.exec("uv pip freeze --exclude-editable", env=setup_env(), timeout=60)
     assert pins.parse_freeze(freeze.stdout) == locked
