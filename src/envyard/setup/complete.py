@@ -56,9 +56,10 @@ def _table() -> dict:
 
 
 def not_installable(module: str) -> bool:
-    """Imports no distribution provides on Linux: Python 2's standard library, Windows- and macOS-only modules."""
+    """Imports the pass does not look for: Python 2's standard library, Windows- and macOS-only modules, newer
+    Pythons' standard modules, and frameworks too large to install for optional code (data/completeness.toml)."""
     t = _table()
-    return module in t["python2_stdlib"] or module in t["platform_only"]
+    return any(module in t[k] for k in ("python2_stdlib", "platform_only", "newer_stdlib", "too_large"))
 
 
 def declared_units(ev: Evidence, recipe: Recipe) -> list[Unit]:
