@@ -192,7 +192,7 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
 def pinned_env(recipe: Recipe) -> dict[str, str]:
     """The recipe's environment variables, with the pins (pins.py) constraining every install when there are any."""
     env = dict(recipe.env)
-    if recipe.pins:
+    if recipe.pins and recipe.pins_consistent:
         env["UV_CONSTRAINT"] = pins.constraint_files(recipe.env)
     return env
 
@@ -329,7 +329,7 @@ def write_contract(out: Path, result: SetupResult, ev: Evidence) -> Path:
             f"{_debian_of(r.interpreter)} (Python {r.interpreter.version} at {r.interpreter.path}).\nset -eu\n"
             f"# the setup base: interpreter, toolchain, uv\n{prelude}"
             f"export {_exports(r)}\n"
-            + (f"# the exact versions that passed (from {r.pins_source}): every install below is constrained to them\n"
+            + (f"# the exact versions that passed (from {r.pins_source}){_pins_use(r)}\n"
                + pins.write_script(r.pins) if r.pins else "")
             + "".join(f"# {s.why}\n{s.command}\n" for s in r.steps)
             + (f"# the pinned versions, exactly (a no-op when every pin already holds)\n{pins.EXACT}\n"
@@ -358,6 +358,11 @@ def _runner_comment(r: Recipe) -> str:
     return f"the project's own test command `{r.test_source}` ({r.test_evidence}), run as {r.test_runner}"
 
 
+def _pins_use(r: Recipe) -> str:
+    return (": every install below is constrained to them" if r.pins_consistent else
+            ": installed exactly at the end (`uv pip check` found conflicts, so they do not constrain each step)")
+
+
 def _exports(r: Recipe) -> str:
     env = {k: v for k, v in ENV.items() if k != "PATH"} | pinned_env(r)
     return " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + f" PATH={VENV}/bin:/opt/envyard/bin:$PATH"
@@ -381,7 +386,7 @@ def dockerfile(result: SetupResult) -> str:
               f" build of the same release stands in for it\n") if interp.host_installed else ""
     runs = "".join(f"RUN {c}\n" for c in interp.docker_commands())
     if r.pins:
-        runs += f"# the exact versions that passed (from {r.pins_source}): every install below is constrained to them\n"
+        runs += f"# the exact versions that passed (from {r.pins_source}){_pins_use(r)}\n"
         runs += pins.docker_run(r.pins)
     runs += "".join(f"# {s.why}\nRUN {s.command}\n" for s in r.steps)
     runs += f"RUN {pins.EXACT}\n" if r.pins else ""
@@ -432,6 +437,7 @@ def _toml(result: SetupResult, ev: Evidence) -> str:
         if r.pins:
             lines += ["[pins]  # the exact versions that passed; setup.sh and the Dockerfile install them",
                       f"source = {q(r.pins_source)}", f"file = {q('requirements.lock')}",
+                      f"constrain_steps = {'true' if r.pins_consistent else 'false'}",
                       f"versions = {json.dumps(r.pins)}", ""]
         for s in r.steps:
             lines += ["[[recipe.step]]", f"kind = {q(s.kind)}", f"command = {q(s.command)}", f"why = {q(s.why)}", ""]

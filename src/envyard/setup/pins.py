@@ -8,6 +8,9 @@ Dockerfile and setup's own clean replay write it to PINS, export `UV_CONSTRAINT`
 of the recipe resolves to those versions, and end with an exact install of the file (`--no-deps`), which
 changes nothing when every pin already holds and puts back any a step could not honour (e.g. the pip and
 setuptools that `uv venv --seed` brings). The replay then compares the versions installed with the pins.
+Installs one by one can leave an environment whose requirements disagree (a later step downgrades what an
+earlier one needed); resolving each step against all the pins would then fail, so when `uv pip check` finds
+such a conflict the pins are not a constraint, and only the exact install at the end puts them in place.
 
 A project that ships `uv.lock` is installed from it from the start: the recipe's first install step exports the
 lock (`uv export --frozen`, every extra and group, markers kept) to LOCK_EXPORT, which constrains every install
@@ -24,6 +27,7 @@ LOCK_EXPORT = "/opt/envyard/uv-lock.txt"
 FREEZE = "uv pip freeze --exclude-editable"
 PIN_LINE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+$")
 EXACT = f"uv pip install --no-deps -r {PINS}"
+CHECK = "uv pip check"
 UV_LOCK_EXPORT = (f"mkdir -p /opt/envyard && (uv export --frozen --no-hashes --all-extras --all-groups --no-emit-project "
                   f"--no-emit-workspace --no-header --no-annotate -o {LOCK_EXPORT} >/dev/null || {{ echo 'envyard: "
                   f"uv.lock could not be exported: not used' >&2; : > {LOCK_EXPORT}; }})")

@@ -74,6 +74,7 @@ class Recipe:
     services_missing: dict[str, str] = field(default_factory=dict)  # kind → evidence: expected, not provided
     notes: list[str] = field(default_factory=list)
     pins: list[str] = field(default_factory=list)  # name==version of the environment that passed (pins.py)
+    pins_consistent: bool = False  # `uv pip check` passed: the pins also constrain every install step
     pins_source: str = ""  # "uv pip freeze" of the final environment, or "uv.lock" when it was installed from it
 
     def to_dict(self) -> dict:

@@ -381,6 +381,9 @@ class Search:
         if b.levels[0].ok:
             r = ws.sh(pins.FREEZE, "/", 300)  # the exact versions: the contract pins them (pins.py)
             recipe.pins = pins.parse_freeze(r.stdout) if r.exit_code == 0 else []
+            # pins constrain every step only when they agree with each other (installs one by one can leave an
+            # environment whose requirements conflict; then resolving a step against all pins would fail)
+            recipe.pins_consistent = bool(recipe.pins) and ws.sh(pins.CHECK, "/", 300).exit_code == 0
             recipe.pins_source = ("uv.lock" if recipe.env.get("UV_CONSTRAINT") == pins.LOCK_EXPORT
                                   else "uv pip freeze")
             self._say(b, "snapshot")
