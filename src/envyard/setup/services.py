@@ -369,23 +369,26 @@ def mysql_sql(svc: Service) -> str:
 
 def _mysql_start(svc: Service) -> str:
     p = svc.port
+    # the clients read MYSQL_HOST, MYSQL_TCP_PORT, MYSQL_PWD... which the project's variables may set: not here
     return f"""# mysql (MariaDB) on 127.0.0.1:{p}, as the mysql user; root also over the socket
+my() {{ env -u MYSQL_HOST -u MYSQL_TCP_PORT -u MYSQL_PWD -u MYSQL_UNIX_PORT -u MYSQL_USER -u MYSQL_PASSWORD "$@"; }}
+sock=--socket=/run/mysqld/mysqld.sock
 if ! {{ [ -f /tmp/envyard-mysql.pid ] && kill -0 "$(cat /tmp/envyard-mysql.pid)" 2>/dev/null; }}; then
-  mariadb-admin --protocol=tcp -h 127.0.0.1 -P {p} --connect-timeout=2 ping >/dev/null 2>&1 && \
+  my mariadb-admin --protocol=tcp -h 127.0.0.1 -P {p} --connect-timeout=2 ping >/dev/null 2>&1 && \\
     fail mysql "port {p} on 127.0.0.1 is taken by a server outside this environment"
-  [ -d /var/lib/mysql/mysql ] || mariadb-install-db --user=mysql --datadir=/var/lib/mysql --skip-test-db \
+  [ -d /var/lib/mysql/mysql ] || mariadb-install-db --user=mysql --datadir=/var/lib/mysql --skip-test-db \\
     >/tmp/envyard-mysql-init.log 2>&1 || fail mysql "mariadb-install-db failed: $(tail -n 3 /tmp/envyard-mysql-init.log)"
-  printf '%s\n' '[mysqld]' 'bind-address = 127.0.0.1' 'port = {p}' 'skip-name-resolve' \
+  printf '%s\\n' '[mysqld]' 'bind-address = 127.0.0.1' 'port = {p}' 'skip-name-resolve' \\
     'innodb_flush_log_at_trx_commit = 0' 'socket = /run/mysqld/mysqld.sock' > /etc/mysql/mariadb.conf.d/99-envyard.cnf
   install -d -o mysql -g mysql -m 755 /run/mysqld
-  setsid mariadbd --user=mysql --pid-file=/tmp/envyard-mysql.pid --log-error=/tmp/envyard-mysql.log \
+  setsid mariadbd --user=mysql --pid-file=/tmp/envyard-mysql.pid --log-error=/tmp/envyard-mysql.log \\
     </dev/null >/dev/null 2>&1 &
 fi
 i=0
-until mariadb-admin --protocol=socket ping >/dev/null 2>&1; do
+until my mariadb-admin --protocol=socket $sock ping >/dev/null 2>&1; do
   i=$((i + 1)); [ $i -lt 60 ] || fail mysql "not ready after 30 s: $(tail -n 3 /tmp/envyard-mysql.log 2>/dev/null)"; sleep 0.5
 done
-mariadb --protocol=socket < {DIR}/mysql.sql >/tmp/envyard-mysql-users.log 2>&1 || \
+my mariadb --protocol=socket $sock < {DIR}/mysql.sql >/tmp/envyard-mysql-users.log 2>&1 || \\
   fail mysql "could not create its users and databases: $(tail -n 3 /tmp/envyard-mysql-users.log)"
 """
 
