@@ -99,7 +99,8 @@ def run_envyard(name: str, version: str, home: str, timeout: float, extra: list[
                    # completeness pass, when it was kept), and what the pass did
                    missing_imports=data.get("missing_imports"),
                    completion={k: (data.get("completion") or {}).get(k) for k in
-                               ("kept", "missing_before", "missing_after", "seconds", "detail")})
+                               ("kept", "missing_before", "missing_after", "seconds", "detail", "installed", "mapped",
+                                "not_installed")})
     else:
         res["reason"] = f"envyard error: {json.dumps(data)[:400]}"
     if res["image"]:
