@@ -175,3 +175,40 @@ def test_postgres_and_redis_are_provided_and_the_suite_passes(tmp_path):
         assert services.START in (out / "Dockerfile").read_text()
     finally:
         subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env=env, capture_output=True)
+
+
+def test_mysql_from_ci_settings_and_test_code(tmp_path):
+    r = recipe(REPOS / "mysql_app")
+    assert [s["kind"] for s in r.services] == ["mysql"] and not r.services_missing
+    svc = r.services[0]
+    assert svc["port"] == 3306 and svc["packages"] == ["mariadb-server", "mariadb-client"]
+    assert svc["users"] == [("app", "app-pw"), ("root", "rootpw")] and svc["databases"] == [("mydemo", "app")]
+    assert r.env["MYSQL_HOST"] == "127.0.0.1" and r.env["MYSQL_PORT"] == "3306"  # `mysql` is the CI container
+    # no settings: root/root and a database `test`; a URL's user and database; names with quotes are not used
+    root = write(tmp_path / "a", {"pyproject.toml": "[project]\nname='a'\nversion='1'\n",
+                                  "tox.ini": "[testenv]\nsetenv =\n    DATABASE_URL = mysql+pymysql://u:p@localhost:3307/shop\n"
+                                             "    MYSQL_USER = o'hara\n"})
+    svc = recipe(root).services[0]
+    assert svc["port"] == 3307 and ("u", "p") in svc["users"] and ("root", "root") in svc["users"]
+    assert svc["databases"] == [("shop", "u")] and not any("'" in u for u, _ in svc["users"])
+    sql = services.mysql_sql(services.Service("mysql", 3306, [], users=[("u", "p")], databases=[("shop", "u")]))
+    assert "CREATE USER IF NOT EXISTS 'u'@'%' IDENTIFIED BY 'p';" in sql and "CREATE DATABASE IF NOT EXISTS `shop`;" in sql
+
+
+@pytest.mark.timeout(1500)  # apt installs mariadb-server (twice: the search and the clean replay)
+def test_mysql_is_provided_as_mariadb_and_the_suite_passes(tmp_path):
+    out = tmp_path / "contract"
+    home = tmp_path / "home"
+    env = {"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC}
+    r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", str(REPOS / "mysql_app"), "--python", "3.11",
+                        "--out", str(out), "--json"], capture_output=True, text=True, env=env, timeout=1400, cwd="/tmp")
+    try:
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        data = json.loads(r.stdout)
+        assert data["status"] == "verified" and data["pass_ratio"] == 1.0 and data["tests_total"] == 4, data["reason"]
+        assert data["replay"]["statuses_same"] == 4  # the clean replay started it again and the tests talked to it
+        contract = tomllib.loads((out / "envyard.toml").read_text())
+        assert [(s["kind"], s["port"], s["users"]) for s in contract["service"]] == [("mysql", 3306, ["app", "root"])]
+        assert "mariadb-server" in (out / "setup.sh").read_text() and services.START in (out / "test.sh").read_text()
+    finally:
+        subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env=env, capture_output=True)

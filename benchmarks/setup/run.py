@@ -57,12 +57,13 @@ def envyard_cmd() -> list[str]:
 
 # ---- envyard ---------------------------------------------------------------------------------------------------
 
-def run_envyard(name: str, version: str, home: str, timeout: float) -> dict:
+def run_envyard(name: str, version: str, home: str, timeout: float, extra: list[str] | None = None) -> dict:
     env = {**os.environ, "ENVYARD_HOME": home}
     out_dir = tempfile.mkdtemp(prefix="envyard-setup-bench-")
     image = f"bench/{re.sub(r'[^a-z0-9._-]', '-', name.lower())}:{re.sub(r'[^A-Za-z0-9._-]', '-', version)}"
     cmd = envyard_cmd() + ["setup", f"pypi:{name}=={version}", "--json", "--out", out_dir, "--name", image,
-                           "--timeout", str(int(max(60, timeout / 3)))]  # per step: install, tests and replay fit in `timeout`
+                           "--timeout", str(int(max(60, timeout / 3))),  # per step: install, tests and replay fit in `timeout`
+                           *(extra or [])]
     t = time.monotonic()
     res: dict = {"level": None, "pass_ratio": None, "wall_time": None, "reason": "", "image": None, "disk": None}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -93,7 +94,13 @@ def run_envyard(name: str, version: str, home: str, timeout: float) -> dict:
                    verified=data.get("verified"), repairs=data.get("repairs", []),
                    interpreter=((data.get("recipe") or {}).get("interpreter") or {}).get("provider"),
                    cutoff=(data.get("recipe") or {}).get("cutoff"),
-                   branches=[f"{b['candidate']}: {b['state']} L{b['level']}" for b in data.get("branches", [])])
+                   branches=[f"{b['candidate']}: {b['state']} L{b['level']}" for b in data.get("branches", [])],
+                   # EnvBench's criterion: L2's count of missing imports in the final environment (after the
+                   # completeness pass, when it was kept), and what the pass did
+                   missing_imports=data.get("missing_imports"),
+                   completion={k: (data.get("completion") or {}).get(k) for k in
+                               ("kept", "missing_before", "missing_after", "seconds", "detail", "installed", "mapped",
+                                "not_installed")})
     else:
         res["reason"] = f"envyard error: {json.dumps(data)[:400]}"
     if res["image"]:
@@ -197,6 +204,8 @@ def summarize(rows: list[dict]) -> dict:
             "l4_pass_ge_0.9": sum(1 for e in ey if (e["level"] or -1) >= 4 and (e["pass_ratio"] or 0) >= 0.9) / n if n else None,
             "median_wall_time_s": med(ey_times),
             "median_disk_bytes": med([e["disk"] for e in ey]),
+            "zero_missing_imports": sum(1 for e in ey if e.get("missing_imports") == 0) / n if n else None,
+            "median_missing_imports": med([e.get("missing_imports") for e in ey]),
         },
         "baseline": {
             "l3_plus": sum(1 for b in bl if b["l3"]) / n if n else None,
@@ -212,15 +221,23 @@ def fmt_t(x) -> str:
     return f"{x:.0f}s" if x is not None else "–"
 
 
+def fmt_missing(e: dict) -> str:
+    """L2's missing-import count; `before→after` when the completeness pass was kept."""
+    n, c = e.get("missing_imports"), e.get("completion") or {}
+    if n is None:
+        return "–"
+    return f"{c['missing_before']}→{n}" if c.get("kept") and c.get("missing_before") is not None else str(n)
+
+
 def print_report(rows: list[dict], summary: dict) -> None:
-    t = Table("project", "version", "category", "envyard level", "pass ratio", "time", "disk", "baseline L3",
-              "baseline time", title="envyard setup vs. naive baseline")
+    t = Table("project", "version", "category", "envyard level", "pass ratio", "missing imports", "time", "disk",
+              "baseline L3", "baseline time", title="envyard setup vs. naive baseline")
     for r in rows:
         e, b = r["envyard"], r["baseline"]
         lvl = f"L{e['level']}" if e["level"] is not None and e["level"] >= 0 else "none"
         color = "green" if (e["level"] or -1) >= 3 else "red"
         t.add_row(r["name"], r["version"], r.get("category", ""), f"[{color}]{lvl}[/]",
-                  f"{e['pass_ratio']:.3f}" if e["pass_ratio"] is not None else "–",
+                  f"{e['pass_ratio']:.3f}" if e["pass_ratio"] is not None else "–", fmt_missing(e),
                   fmt_t(e["wall_time"] if e["wall_time"] is not None else e.get("process_time")),
                   f"{e['disk'] / 1e6:.0f} MB" if e["disk"] is not None else "–",
                   "[green]yes[/]" if b["l3"] else "[red]no[/]", fmt_t(b["wall_time"]))
@@ -233,6 +250,7 @@ def print_report(rows: list[dict], summary: dict) -> None:
     st.add_row("share at L4 with pass ratio ≥ 0.9", pct(s["envyard"]["l4_pass_ge_0.9"]),
                pct(s["baseline"]["l4_pass_ge_0.9"]) + " (never runs tests)")
     st.add_row("median wall time", fmt_t(s["envyard"]["median_wall_time_s"]), fmt_t(s["baseline"]["median_wall_time_s"]))
+    st.add_row("share with zero missing imports (EnvBench)", pct(s["envyard"].get("zero_missing_imports")), "–")
     md = s["envyard"]["median_disk_bytes"]
     st.add_row("median image disk use", f"{md / 1e6:.0f} MB" if md is not None else "–", "–")
     console.print(st)
@@ -254,6 +272,8 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=600, help="per project and side (s), default 600")
     ap.add_argument("--only", default="", help="comma-separated project names")
     ap.add_argument("--skip-baseline", action="store_true")
+    ap.add_argument("--no-complete", action="store_true", help="pass --no-complete to envyard setup (no completeness "
+                    "pass), to measure what the pass costs and gains")
     ap.add_argument("--keep-images", action="store_true", help="keep the bench/* images (default: removed at the end)")
     args = ap.parse_args()
 
@@ -272,7 +292,7 @@ def main() -> int:
     for i, p in enumerate(corpus, 1):
         name, version = p["name"], p["version"]
         console.print(f"[{i}/{len(corpus)}] {name}=={version}: envyard setup …")
-        e = run_envyard(name, version, args.home, args.timeout)
+        e = run_envyard(name, version, args.home, args.timeout, ["--no-complete"] if args.no_complete else [])
         console.print(f"    envyard L{e['level']} ratio={e['pass_ratio']} {fmt_t(e['wall_time'])} {escape(e['reason'])}")
         if args.skip_baseline:
             b = {"l3": False, "collected": 0, "wall_time": None, "reason": "skipped"}

@@ -30,6 +30,11 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
         python: Optional[str] = typer.Option(None, "--python", help="Use only this Python release (X.Y or X.Y.Z), "
                                              "even where the project's constraint excludes it."),
+        complete: bool = typer.Option(True, "--complete/--no-complete",
+                                      help="When the L2 scan counts missing imports, install what the code imports "
+                                           "(all extras, requirement files, dependency groups, the distributions "
+                                           "of imported modules), run the tests again, and keep it only if they "
+                                           "are no worse."),
     ):
         """Install a Python project in a sandbox, verify it level by level, save it as an image with a contract.
 
@@ -75,7 +80,7 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
             with Live(get_renderable=view.render, console=err, refresh_per_second=4, transient=True,
                       auto_refresh=err.is_terminal):
                 result, ev = setup_directory(yard, src, image, jobs=jobs, step_timeout=timeout, test_timeout=timeout,
-                                             on_update=view.update, available=forced)
+                                             on_update=view.update, available=forced, complete=complete)
             contract = write_contract(out_dir, result, ev)
         except EnvyardError as e:
             fail(e)
@@ -166,6 +171,12 @@ def _print_result(out, result, contract) -> None:
                   + (f" · pass ratio {result.pass_ratio:.2f}" if result.pass_ratio is not None else ""))
     for rep in result.repairs:
         out.print(f"  repair: {escape(rep)}")
+    c = result.completion
+    if c.get("ran"):
+        out.print(f"completeness pass: {'kept' if c.get('kept') else 'rolled back'} ({escape(str(c.get('detail')))})"
+                  + (f" · installed: {escape(', '.join(c['installed']))}" if c.get("installed") else "")
+                  + (f" · mapped: {escape(', '.join(f'{m}→{d}' for m, d in c['mapped'].items()))}"
+                     if c.get("mapped") else "") + f" · {c.get('seconds', 0):.0f}s")
     if result.project_bug:
         out.print(f"[red]project bug[/]: the project's own code fails (no repair or other Python can fix it):\n"
                   f"{escape(result.project_bug['traceback'][-1500:])}")

@@ -24,7 +24,7 @@ from pathlib import Path
 from ..errors import BadInput, BaseBuildError, EnvyardError
 from ..store import ImageConfig
 from ..yard import Yard
-from . import interpreters, runners, services, verdict
+from . import interpreters, pins, runners, services, verdict
 from .evidence import Evidence, gather
 from .interpreters import Interpreter, SetupBaseError, setup_base
 from .plan import ENV, VENV, Recipe, ranked_or_installed
@@ -73,6 +73,9 @@ class SetupResult:
     log: list[str] = field(default_factory=list)
     project_bug: dict = field(default_factory=dict)  # the project's own code failed: error, file, line, traceback
     connection: dict = field(default_factory=dict)  # failing tests that could not reach a server (verdict.py)
+    missing_imports: int | None = None  # L2's count in the final environment (pyright's reportMissingImports)
+    missing_modules: list[str] = field(default_factory=list)  # the top-level modules still missing
+    completion: dict = field(default_factory=dict)  # what the completeness pass did (complete.py), when it ran
 
     @property
     def verified(self) -> bool:
@@ -118,7 +121,7 @@ class SetupResult:
 
 def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_timeout: float = 1800,
                     test_timeout: float = 1800, on_update: Update | None = None,
-                    available: list[Interpreter] | None = None) -> tuple[SetupResult, Evidence]:
+                    available: list[Interpreter] | None = None, complete: bool = True) -> tuple[SetupResult, Evidence]:
     """Set up the project in `src` as image `name`. Raises on bad input; returns the result otherwise."""
     start = time.monotonic()
     ev = gather(src)
@@ -126,7 +129,7 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
     cands, available = ranked_or_installed(ev, available, yard.store.home / "cache")
     workdir = f"{WORK_ROOT}/{re.sub(r'[^A-Za-z0-9._-]', '_', src.resolve().name) or 'project'}"
     search = Search(yard, ev, src, workdir, available, jobs=jobs,
-                    step_timeout=step_timeout, test_timeout=test_timeout, on_update=on_update)
+                    step_timeout=step_timeout, test_timeout=test_timeout, on_update=on_update, complete=complete)
     best = search.run(cands)
     base_errors = [b.error for b in search.branches if isinstance(b.error, (SetupBaseError, BaseBuildError))]
     if best.level < 0 and base_errors and len(base_errors) == len(search.branches):
@@ -143,7 +146,8 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
                          tests=best.tests, pass_ratio=best.pass_ratio, reason=best.reason, integrity=best.integrity,
                          replay=replay, branches=[_summary(b) for b in search.branches], repairs=best.repairs,
                          log=_log(search.branches, best, replay), project_bug=best.bug.to_dict() if best.bug else {},
-                         connection=best.connection)
+                         connection=best.connection, missing_imports=best.scan.get("missing"),
+                         missing_modules=best.scan.get("modules", []), completion=best.completion)
     if best.bug:
         result.reason = f"project bug: {best.bug.headline}"
     elif best.level >= 3 and not replay.get("ok"):
@@ -185,9 +189,19 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
     return result, ev
 
 
+def pinned_env(recipe: Recipe) -> dict[str, str]:
+    """The recipe's environment variables, with the pins (pins.py) constraining every install when there are any."""
+    env = dict(recipe.env)
+    if recipe.pins and recipe.pins_consistent:
+        env["UV_CONSTRAINT"] = pins.constraint_files(recipe.env)
+    return env
+
+
 def replay_script(recipe: Recipe) -> str:
-    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in recipe.env.items())
-    return "set -e\n" + exports + "".join(f"{s.command}\n" for s in recipe.steps)
+    """The recipe as one script: its steps with the pinned versions, then an exact install of the pins."""
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in pinned_env(recipe).items())
+    return ("set -e\n" + exports + (pins.write_script(recipe.pins) if recipe.pins else "")
+            + "".join(f"{s.command}\n" for s in recipe.steps) + (f"{pins.EXACT}\n" if recipe.pins else ""))
 
 
 def _replay(yard: Yard, search: Search, best: Branch) -> dict:
@@ -215,6 +229,10 @@ def _replay(yard: Yard, search: Search, best: Branch) -> dict:
         if r.exit_code != 0:
             return {**out, "ok": False, "detail": f"setup.sh exited {r.exit_code} on a fresh base",
                     "seconds": time.monotonic() - t}
+        if recipe.pins:  # the replay installed exactly the versions that passed
+            f = sh(pins.FREEZE, 300)
+            differ = pins.differences(recipe.pins, pins.parse_freeze(f.stdout)) if f.exit_code == 0 else ["(no freeze)"]
+            out.update(pins_match=not differ, pins_differ=differ[:50], pins=len(recipe.pins))
         runner = runners.of_recipe(recipe)
         statuses = None
         if runner.collect:
@@ -258,7 +276,7 @@ def _log(branches: list[Branch], best: Branch, replay: dict) -> list[str]:
     return out
 
 
-CONTRACT_FILES = ("envyard.toml", "setup.sh", "test.sh", "Dockerfile", "log.txt")
+CONTRACT_FILES = ("envyard.toml", "setup.sh", "test.sh", "Dockerfile", "requirements.lock", "log.txt")
 CONTRACT_HEADER = "# written by `envyard setup`"
 
 
@@ -310,7 +328,12 @@ def write_contract(out: Path, result: SetupResult, ev: Evidence) -> Path:
             "#!/bin/sh\n# Replays envyard's recipe from the project root, as root, on "
             f"{_debian_of(r.interpreter)} (Python {r.interpreter.version} at {r.interpreter.path}).\nset -eu\n"
             f"# the setup base: interpreter, toolchain, uv\n{prelude}"
-            f"export {_exports(r)}\n" + "".join(f"# {s.why}\n{s.command}\n" for s in r.steps)
+            f"export {_exports(r)}\n"
+            + (f"# the exact versions that passed (from {r.pins_source}){_pins_use(r)}\n"
+               + pins.write_script(r.pins) if r.pins else "")
+            + "".join(f"# {s.why}\n{s.command}\n" for s in r.steps)
+            + (f"# the pinned versions, exactly (a no-op when every pin already holds)\n{pins.EXACT}\n"
+               if r.pins else "")
             + (f"# the services the tests expect start (test.sh starts them before the tests)\n"
                f"{services.START} && {services.STOP}\n" if r.services else ""))
         start = (f"# the services the tests expect ({', '.join(s['kind'] for s in r.services)}), started here: they "
@@ -320,6 +343,9 @@ def write_contract(out: Path, result: SetupResult, ev: Evidence) -> Path:
         for f in ("setup.sh", "test.sh"):
             (out / f).chmod(0o755)
         (out / "Dockerfile").write_text(dockerfile(result))
+        if r.pins:
+            (out / "requirements.lock").write_text(f"# written by `envyard setup`: the exact versions that passed "
+                                                   f"({r.pins_source})\n" + "".join(f"{p}\n" for p in r.pins))
     (out / "log.txt").write_text("".join(result.log))
     (out / "envyard.toml").write_text(_toml(result, ev))
     return out
@@ -332,8 +358,13 @@ def _runner_comment(r: Recipe) -> str:
     return f"the project's own test command `{r.test_source}` ({r.test_evidence}), run as {r.test_runner}"
 
 
+def _pins_use(r: Recipe) -> str:
+    return (": every install below is constrained to them" if r.pins_consistent else
+            ": installed exactly at the end (`uv pip check` found conflicts, so they do not constrain each step)")
+
+
 def _exports(r: Recipe) -> str:
-    env = {k: v for k, v in ENV.items() if k != "PATH"} | r.env
+    env = {k: v for k, v in ENV.items() if k != "PATH"} | pinned_env(r)
     return " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + f" PATH={VENV}/bin:/opt/envyard/bin:$PATH"
 
 
@@ -354,8 +385,12 @@ def dockerfile(result: SetupResult) -> str:
     origin = (f"# the environment was built with Python {interp.version} {interp.origin}; here the python image's"
               f" build of the same release stands in for it\n") if interp.host_installed else ""
     runs = "".join(f"RUN {c}\n" for c in interp.docker_commands())
+    if r.pins:
+        runs += f"# the exact versions that passed (from {r.pins_source}){_pins_use(r)}\n"
+        runs += pins.docker_run(r.pins)
     runs += "".join(f"# {s.why}\nRUN {s.command}\n" for s in r.steps)
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in ({**ENV, **r.env}).items() if k != "PATH")
+    runs += f"RUN {pins.EXACT}\n" if r.pins else ""
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in ({**ENV, **pinned_env(r)}).items() if k != "PATH")
     start = f"{services.START} && " if r.services else ""  # services do not outlive a RUN: started with the tests
     return ("# written by `envyard setup`; build from the project root: docker build -f PATH/TO/Dockerfile .\n"
             f"{origin}FROM {interp.docker_base()}\n"
@@ -376,7 +411,16 @@ def _toml(result: SetupResult, ev: Evidence) -> str:
              f"reason = {q(result.reason)}", f"wall_time_s = {result.wall_time:.1f}",
              f"integrity = {q(result.integrity.detail if result.integrity else 'not checked')}",
              f"verified = {'true' if result.verified else 'false'}", f"status = {q(result.status)}",
-             f"replay = {q(result.replay.get('detail', 'not run (below L3)'))}", ""]
+             f"replay = {q(result.replay.get('detail', 'not run (below L3)'))}",
+             f"missing_imports = {result.missing_imports if result.missing_imports is not None else -1}",
+             f"missing_modules = {json.dumps(result.missing_modules[:200])}", ""]
+    c = result.completion
+    if c:
+        lines += ["[completeness]  # the completeness pass: what the code imports, installed (a transaction)",
+                  f"kept = {'true' if c.get('kept') else 'false'}", f"detail = {q(str(c.get('detail', '')))}",
+                  f"missing_before = {c.get('missing_before', -1)}", f"missing_after = {c.get('missing_after', -1)}",
+                  f"installed = {json.dumps(c.get('installed', []))}", f"mapped = {json.dumps([f'{m}={d}' for m, d in c.get('mapped', {}).items()])}",
+                  f"not_installed = {json.dumps(c.get('not_installed', []))}", f"seconds = {c.get('seconds', 0)}", ""]
     for lv in result.levels:
         lines += ["[[level]]", f"level = {lv.level}", f"name = {q(lv.name)}",
                   f"ok = {'true' if lv.ok else 'false' if lv.ok is False else q('not run')}",
@@ -390,6 +434,11 @@ def _toml(result: SetupResult, ev: Evidence) -> str:
                   f"test_command = {q(r.test_command)}", f"test_collect = {q(r.test_collect or '')}",
                   f"test_source = {q(r.test_source)}", f"test_evidence = {q(r.test_evidence)}"]
         lines += [f"env.{k} = {q(v)}" for k, v in r.env.items()] + [""]
+        if r.pins:
+            lines += ["[pins]  # the exact versions that passed; setup.sh and the Dockerfile install them",
+                      f"source = {q(r.pins_source)}", f"file = {q('requirements.lock')}",
+                      f"constrain_steps = {'true' if r.pins_consistent else 'false'}",
+                      f"versions = {json.dumps(r.pins)}", ""]
         for s in r.steps:
             lines += ["[[recipe.step]]", f"kind = {q(s.kind)}", f"command = {q(s.command)}", f"why = {q(s.why)}", ""]
         for svc in r.services:  # started by /opt/envyard/services/start.sh before the tests

@@ -17,7 +17,7 @@ from typing import Callable
 
 from packaging.version import Version
 
-from . import services
+from . import pins, services
 from .evidence import Evidence
 from .interpreters import TOOLS_BIN, Interpreter, NoPython, install_failure, install_with_uv, minor
 from .runners import default_runner
@@ -39,7 +39,7 @@ ENV = {"VIRTUAL_ENV": VENV,
 
 @dataclass
 class Step:
-    kind: str  # venv | requirements | project | packages | apt | services | repair
+    kind: str  # venv | lock | requirements | project | packages | apt | services | repair | complete
     command: str  # a shell command, run in the project root
     why: str  # the evidence rule(s) or repair that produced it
 
@@ -73,6 +73,9 @@ class Recipe:
     services: list[dict] = field(default_factory=list)  # services provided for the tests (services.Service)
     services_missing: dict[str, str] = field(default_factory=dict)  # kind → evidence: expected, not provided
     notes: list[str] = field(default_factory=list)
+    pins: list[str] = field(default_factory=list)  # name==version of the environment that passed (pins.py)
+    pins_consistent: bool = False  # `uv pip check` passed: the pins also constrain every install step
+    pins_source: str = ""  # "uv pip freeze" of the final environment, or "uv.lock" when it was installed from it
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -217,6 +220,9 @@ def plan(ev: Evidence, cand: Candidate) -> Recipe:
                         f"interpreter: {interp.label}"))
     if cand.cutoff:
         r.notes.append(f"dependencies as of {cand.cutoff} (uv --exclude-newer)")
+    if "uv" in ev.values("lock_file") and (ev.root / "uv.lock").is_file():  # the versions the project locked
+        r.steps.append(Step("lock", pins.UV_LOCK_EXPORT, "lock_file: uv.lock (every install is constrained to it)"))
+        r.env["UV_CONSTRAINT"] = pins.LOCK_EXPORT
     apt = sorted({f.value["name"] for f in ev.of("system_package")
                   if isinstance(f.value, dict) and f.value.get("when", "always") == "always"})
     if apt:

@@ -15,6 +15,7 @@ any branch reaches L3, no new candidates start; the best finished branch wins.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import copy
 import json
 import re
 import shlex
@@ -32,7 +33,7 @@ from ..errors import EnvyardError
 from ..store import Image
 from ..tls import ca_bundle
 from ..yard import Sandbox, Yard
-from . import importscan, runners, services
+from . import complete, importscan, pins, runners, services
 from .verdict import GOOD_RATIO, connection_failures
 from .evidence import Evidence
 from .interpreters import SETUP_DISK, Interpreter, minor, setup_base
@@ -108,6 +109,8 @@ class Branch:
     bug: ProjectBug | None = None  # a failure in the project's own code that no repair addresses: stops the search
     suspect: ProjectBug | None = None  # one a repair was still tried for: a bug if another branch meets it again
     sandboxes: set = field(default_factory=set)  # every sandbox the branch has open (its workspace, a base build)
+    scan: dict = field(default_factory=dict)  # the last L2 scan: missing (count), modules, imports, files, entries
+    completion: dict = field(default_factory=dict)  # what the completeness pass did (complete.py), when it ran
 
     @property
     def level(self) -> int:
@@ -203,8 +206,10 @@ Update = Callable[[list[Branch]], None]
 
 class Search:
     def __init__(self, yard: Yard, ev: Evidence, src: Path, workdir: str, available: list[Interpreter], *,
-                 jobs: int = 2, step_timeout: float = 1800, test_timeout: float = 1800, on_update: Update | None = None):
+                 jobs: int = 2, step_timeout: float = 1800, test_timeout: float = 1800, on_update: Update | None = None,
+                 complete: bool = True):
         self.yard, self.ev, self.src, self.workdir, self.available = yard, ev, src, workdir, available
+        self.complete = complete  # run the completeness pass (complete.py) when L2 counts missing imports
         self.jobs, self.step_timeout, self.test_timeout = max(1, jobs), step_timeout, test_timeout
         self.on_update = on_update or (lambda _b: None)
         self.branches: list[Branch] = []
@@ -370,8 +375,17 @@ class Search:
                 b.levels.append(self._fixing_level(b, ws, recipe, 3, "tests collected", "collect", self._collect))
                 if b.levels[-1].ok:
                     b.levels.append(self._run_tests(b, ws, recipe))
+                if self.complete and b.scan.get("missing") and not b.bug:
+                    self._complete(b, ws, recipe)
                 b.integrity = self._integrity(b, ws)
         if b.levels[0].ok:
+            r = ws.sh(pins.FREEZE, "/", 300)  # the exact versions: the contract pins them (pins.py)
+            recipe.pins = pins.parse_freeze(r.stdout) if r.exit_code == 0 else []
+            # pins constrain every step only when they agree with each other (installs one by one can leave an
+            # environment whose requirements conflict; then resolving a step against all pins would fail)
+            recipe.pins_consistent = bool(recipe.pins) and ws.sh(pins.CHECK, "/", 300).exit_code == 0
+            recipe.pins_source = ("uv.lock" if recipe.env.get("UV_CONSTRAINT") == pins.LOCK_EXPORT
+                                  else "uv pip freeze")
             self._say(b, "snapshot")
             b.image = ws.sb.snapshot()
         b.reason = b.reason or first_failure(b.levels)
@@ -575,23 +589,8 @@ class Search:
                 recipe.steps[:] = [s for s in recipe.steps if s.command != recipe.install(shlex.quote(wrong))]
                 if learned.get(module) == (True, wrong):
                     learned.put(module, None)
-            names = modules.imported_names(self.src, module)
-            kept = None
-            for cand in modules.candidates(module, dist):
-                if cand in rejected:
-                    continue
-                self._say(b, f"repair: which distribution provides {module}? trying {cand}")
-                r = ws.sh(recipe.install(shlex.quote(cand)), self.workdir, min(self.step_timeout, 600))
-                if r.exit_code != 0:
-                    rejected.add(cand)
-                    continue
-                c = ws.sh(f"{VENV}/bin/python -c {shlex.quote(modules.CHECK)} {quote([module, *names])}", "/", 120)
-                if c.exit_code == 0:
-                    kept = cand
-                    break
-                rejected.add(cand)
-                b.log.append(f"{cand} does not provide {module} as the project uses it: {c.stdout.strip()[:200]}\n")
-                ws.sh(f"uv pip uninstall {shlex.quote(cand)}", "/", 120)
+            kept = self._find_distribution(b, ws, module, modules.candidates(module, dist), rejected,
+                                           lambda cand: recipe.install(shlex.quote(cand)), "repair")
             if kept is None:
                 if fix.rule == "runtime-missing-module":
                     learned.put(module, None)
@@ -602,6 +601,118 @@ class Search:
                               f"repair (missing-module): {module} is provided by {kept}"
                               + (f" (tried and rejected: {', '.join(sorted(rejected))})" if rejected else "")))
         return steps
+
+    def _complete(self, b: Branch, ws: Workspace, recipe: Recipe) -> None:
+        """The completeness pass (complete.py), as one transaction: install what the project declares and what its
+        code imports, scan and run the tests again, and keep it only when fewer imports are missing and the
+        tests are no worse; otherwise roll back to the snapshot before it."""
+        t = time.monotonic()
+        before = (b.level, b.pass_ratio, b.scan["missing"])
+        saved = (copy.deepcopy(recipe), list(b.levels), dict(b.tests), b.collected, dict(b.connection),
+                 list(b.repairs), dict(b.guessed), dict(b.scan))
+        self._say(b, "completeness pass")
+        snap = ws.begin()
+        done: list[str] = []
+        failed: list[str] = []
+        r = ws.sh(complete.FREEZE_STEP, self.workdir, 300)
+        if r.exit_code != 0:
+            b.completion = {"ran": False, "detail": f"could not record the installed versions (exit {r.exit_code})"}
+            return
+        recipe.steps.append(complete.step("the versions installed so far constrain it", complete.FREEZE_STEP))
+
+        def budget_left() -> bool:
+            return time.monotonic() - t < complete.BUDGET_SECONDS
+
+        for unit in complete.declared_units(self.ev, recipe):
+            if not budget_left():
+                failed.append(f"{unit.label} (time budget spent)")
+                continue
+            self._say(b, f"completeness pass: {unit.label}")
+            if ws.sh(complete.install_command(recipe, unit.args), self.workdir, self.step_timeout).exit_code == 0:
+                parts, label = [unit.args], unit.label
+            else:  # one extra, file line or group member that cannot install must not keep out the rest
+                parts = [p for p in unit.parts if budget_left() and ws.sh(
+                    complete.install_command(recipe, p), self.workdir, self.step_timeout).exit_code == 0]
+                label = f"{unit.label} ({len(parts)} of {len(unit.parts)} parts)"
+                failed.append(label if unit.parts else unit.label)
+            for p in parts:
+                recipe.steps.append(complete.step(label, complete.install_command(recipe, p)))
+            if parts:
+                done.append(label)
+        scan = self._scan(b, ws, recipe) if done else None
+        learned = modules.Learned(self.yard.store.home / "cache" / "setup-modules.json")
+        mapped: dict[str, str] = {}
+        for module in complete.modules_to_map(b.scan.get("entries", []), set(recipe.packages)):
+            if not budget_left():
+                failed.append(f"module {module} (time budget spent)")
+                continue
+            known, dist = learned.get(module)
+            if known and dist is None:
+                continue
+            kept = self._find_distribution(b, ws, module, modules.candidates(module, dist)[:complete.MAX_CANDIDATES],
+                                           set(), lambda c: complete.install_command(recipe, shlex.quote(c)),
+                                           "completeness pass")
+            if kept is None:
+                failed.append(f"module {module}")
+                continue
+            learned.put(module, kept)
+            mapped[module] = kept
+            recipe.steps.append(complete.step(f"{module} is imported; {kept} provides it",
+                                              complete.install_command(recipe, shlex.quote(kept))))
+        if mapped:
+            scan = self._scan(b, ws, recipe)
+        info = {"ran": True, "installed": done, "mapped": mapped, "not_installed": failed,
+                "missing_before": before[2]}
+        if scan is None:
+            self._restore(b, recipe, saved)
+            ws.rollback(snap)
+            b.completion = {**info, "kept": False, "missing_after": before[2], "detail": "nothing more installed",
+                            "seconds": round(time.monotonic() - t, 1)}
+            return
+        if not scan.ok and b.scan["missing"] >= before[2]:
+            after = (before[0], before[1], b.scan["missing"])  # nothing gained: no need to run the tests again
+        else:
+            levels = [lv for lv in b.levels if lv.level < 2] + [scan]
+            b.levels = levels
+            if before[0] >= 1:
+                b.levels.append(self._fixing_level(b, ws, recipe, 3, "tests collected", "collect", self._collect))
+                if b.levels[-1].ok:
+                    b.levels.append(self._run_tests(b, ws, recipe))
+            after = (b.level, b.pass_ratio, b.scan["missing"])
+        keep, why = complete.keeps(before, after)
+        info.update(kept=keep, missing_after=after[2] if keep else before[2], detail=why,
+                    tested=f"L{after[0]}" + (f", pass ratio {after[1]:.3f}" if after[1] is not None else ""))
+        if not keep:
+            self._say(b, "completeness pass: rolling back")
+            self._restore(b, recipe, saved)
+            ws.rollback(snap)
+        b.completion = {**info, "seconds": round(time.monotonic() - t, 1)}
+
+    @staticmethod
+    def _restore(b: Branch, recipe: Recipe, saved: tuple) -> None:
+        old, b.levels, b.tests, b.collected, b.connection, b.repairs, b.guessed, b.scan = saved
+        recipe.__dict__.update(old.__dict__)
+
+    def _find_distribution(self, b: Branch, ws: Workspace, module: str, cands: list[str], rejected: set,
+                           install: Callable[[str], str], doing: str) -> str | None:
+        """Install candidate distributions for `module` one by one; keep the first that provides the module and the
+        names the project imports from it (modules.CHECK), uninstalling each wrong one. None when none does."""
+        names = modules.imported_names(self.src, module)
+        for cand in cands:
+            if cand in rejected:
+                continue
+            self._say(b, f"{doing}: which distribution provides {module}? trying {cand}")
+            r = ws.sh(install(cand), self.workdir, min(self.step_timeout, 600))
+            if r.exit_code != 0:
+                rejected.add(cand)
+                continue
+            c = ws.sh(f"{VENV}/bin/python -c {shlex.quote(modules.CHECK)} {quote([module, *names])}", "/", 120)
+            if c.exit_code == 0:
+                return cand
+            rejected.add(cand)
+            b.log.append(f"{cand} does not provide {module} as the project uses it: {c.stdout.strip()[:200]}\n")
+            ws.sh(f"uv pip uninstall {shlex.quote(cand)}", "/", 120)
+        return None
 
     # ---- the levels ----------------------------------------------------------------------------------------
 
@@ -666,6 +777,8 @@ class Search:
             return LevelResult(2, "no missing imports", None, f"the scan gave no result (exit {r.exit_code})",
                                time.monotonic() - t)
         missing = found["missing"]
+        b.scan = {"missing": len(missing), "imports": found["imports"], "files": found["files"],
+                  "modules": sorted({m["module"].split(".")[0] for m in missing}), "entries": missing[:2000]}
         mods = sorted({m["module"] for m in missing})
         detail = (f"{len(missing)} missing imports ({', '.join(mods[:6])}{'…' if len(mods) > 6 else ''})"
                   if missing else f"all {found['imports']} imports resolve") + f" in {found['files']} files"

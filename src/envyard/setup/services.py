@@ -1,11 +1,14 @@
 """Services the tests expect (databases, caches), provided inside the environment.
 
 Evidence notices services (CI `services:`, compose files, environment variables that name them; see
-`data/services.toml`). For the kinds envyard knows how to provide — PostgreSQL and Redis, from Debian's archive —
+`data/services.toml`). For the kinds envyard knows how to provide — PostgreSQL, MySQL (as MariaDB) and Redis,
+from Debian's archive —
 the plan adds an apt step that installs the server and a step that writes `/opt/envyard/services/start.sh` and
-`stop.sh`. start.sh starts each server as its own user (no systemd: `pg_ctlcluster`, `redis-server --daemonize`),
+`stop.sh`. start.sh starts each server as its own user (no systemd: `pg_ctlcluster`, `mariadbd` in the
+background, `redis-server --daemonize`),
 on 127.0.0.1 at the port the project uses (the default unless its settings name another), waits until it answers
-(`pg_isready`, `redis-cli ping`, at most 30 s), and creates the roles, passwords and databases the project
+(`pg_isready`, `mariadb-admin ping`, `redis-cli ping`, at most 30 s), and creates the roles, passwords and
+databases the project
 expects (from its CI service's settings — POSTGRES_USER/POSTGRES_PASSWORD/POSTGRES_DB — and the URLs and PG*
 variables its tests get; defaults postgres/postgres and a database `test`). When a server cannot start it says
 so on stderr (`envyard-services: cannot start KIND: why`) and exits 97.
@@ -36,12 +39,15 @@ FAILED_EXIT = 97
 
 # What envyard can provide: the Debian packages and the default port of each kind.
 KINDS = {"postgres": {"packages": ["postgresql"], "port": 5432},
+         "mysql": {"packages": ["mariadb-server", "mariadb-client"], "port": 3306},
          "redis": {"packages": ["redis-server"], "port": 6379}}
 DEFAULT_USER, DEFAULT_PASSWORD, DEFAULT_DB = "postgres", "postgres", "test"
+MYSQL_USER, MYSQL_PASSWORD = "root", "root"  # the mysql image's MYSQL_ROOT_PASSWORD as CI configs often set it
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "0.0.0.0", "::1", "[::1]", "host.docker.internal"}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,62}$")
 _SECRET = re.compile(r"^[\x21-\x7e]{1,200}$")  # printable, no spaces
 _REDIS_SECRET = re.compile(r"^[A-Za-z0-9._~!@#%^&*+=,:;?/-]{1,200}$")  # no quotes: redis.conf reads it bare
+_MYSQL_NAME = re.compile(r"^[A-Za-z0-9_$-]{1,64}$")  # a database name MariaDB takes inside backquotes
 _GHA_PORT = re.compile(r"\$\{\{\s*job\.services\.[\w-]+\.ports\[\s*['\"]?(\d+)['\"]?\s*\]\s*\}\}")
 
 
@@ -164,7 +170,8 @@ def needed(ev: Evidence) -> Services:
             out.missing[kind] = where[0]
             continue
         env = env_of.get(kind, [])
-        svc = _postgres(settings.get(kind, {}), env) if kind == "postgres" else _redis(env)
+        svc = (_postgres(settings.get(kind, {}), env) if kind == "postgres" else
+               _mysql(settings.get(kind, {}), env) if kind == "mysql" else _redis(env))
         svc.evidence = where[:5]
         out.provided.append(svc)
         _code_env(svc, code.get(kind, []), out)
@@ -183,6 +190,7 @@ def _code_env(svc: Service, reads: list[dict], out: Services) -> None:
     if not reads:
         return
     user, password = svc.users[0] if svc.users else (DEFAULT_USER, DEFAULT_PASSWORD)
+    sql = svc.kind in ("postgres", "mysql")
     located = any(r.get("role") in ("host", "port", "user", "db") for r in reads)
     db_default = next((d for d, _ in svc.databases), DEFAULT_DB)
     exported = []
@@ -195,13 +203,14 @@ def _code_env(svc: Service, reads: list[dict], out: Services) -> None:
             value = "127.0.0.1"
         elif role == "port":
             value = str(svc.port)
-        elif role == "user" and svc.kind == "postgres":
+        elif role == "user" and sql:
             value = user
         elif role == "password":
-            value = password if svc.kind == "postgres" else (svc.password or None)
-        elif role == "db" and svc.kind == "postgres":
-            value = default if default and _NAME.match(default) else db_default
-            if value != "postgres" and value not in [d for d, _ in svc.databases]:
+            value = password if sql else (svc.password or None)
+        elif role == "db" and sql:
+            value = default if default and (_NAME if svc.kind == "postgres" else _MYSQL_NAME).match(default) \
+                else db_default
+            if value not in ("postgres", "mysql") and value not in [d for d, _ in svc.databases]:
                 svc.databases.append((value, user))
         elif role == "db" and svc.kind == "redis":
             value = default if default and default.isdigit() else None
@@ -209,6 +218,7 @@ def _code_env(svc: Service, reads: list[dict], out: Services) -> None:
             value = rewrite(name, default)
         elif role == "url" and not located:
             value = (f"postgresql://{user}:{password}@127.0.0.1:{svc.port}/{db_default}" if svc.kind == "postgres"
+                     else f"mysql://{user}:{password}@127.0.0.1:{svc.port}/{db_default}" if svc.kind == "mysql"
                      else f"redis://{(':' + svc.password + '@') if svc.password else ''}127.0.0.1:{svc.port}/0")
         if value is None:
             continue
@@ -270,6 +280,47 @@ def _postgres(settings: dict[str, str], env: list[tuple[str, str]]) -> Service:
     return svc
 
 
+def _mysql(settings: dict[str, str], env: list[tuple[str, str]]) -> Service:
+    """MariaDB standing in for MySQL: the mysql image's settings (MYSQL_ROOT_PASSWORD, MYSQL_ALLOW_EMPTY_PASSWORD,
+    MYSQL_USER/MYSQL_PASSWORD, MYSQL_DATABASE), then the users and databases of the URLs and MYSQL_* variables
+    the tests get; by default root with the password `root` and a database `test`. Every user may connect from
+    anywhere ('%', which covers the socket's localhost too) with every privilege, as in the CI container."""
+    svc = Service("mysql", _port(env, ("MYSQL_PORT", "MYSQL_TCP_PORT", "DB_PORT"), 3306),
+                  list(KINDS["mysql"]["packages"]))
+    users: dict[str, str] = {}
+    dbs: dict[str, str] = {}
+
+    def user(name, password):
+        if name and _NAME.match(name) and (not password or _REDIS_SECRET.match(password)):
+            users.setdefault(name, password or "")
+            return name
+        return None
+
+    def db(name, owner):
+        if name and _MYSQL_NAME.match(name) and name.lower() not in ("mysql", "information_schema", "sys"):
+            dbs.setdefault(name, owner)
+
+    empty = settings.get("MYSQL_ALLOW_EMPTY_PASSWORD", "").lower() in ("1", "yes", "true")
+    root = settings.get("MYSQL_ROOT_PASSWORD") or ("" if empty else None)
+    main = user(settings.get("MYSQL_USER"), settings.get("MYSQL_PASSWORD"))
+    user("root", root if root is not None else MYSQL_PASSWORD)
+    main = main or "root"
+    db(settings.get("MYSQL_DATABASE"), main)
+    values = dict(env)
+    owner = user(values.get("MYSQL_USER"), values.get("MYSQL_PASSWORD")) or main
+    db(values.get("MYSQL_DATABASE") or values.get("MYSQL_DB"), owner)
+    for _name, value in env:
+        if "://" in value:
+            u = parse_url(value)
+            who = user(u.get("user"), u.get("password")) or main
+            db(u.get("database"), who)
+    if not dbs:
+        db(DEFAULT_DB, main)
+    svc.users = sorted(users.items(), key=lambda u: u[0] != main)  # the project's own user first
+    svc.databases = list(dbs.items())
+    return svc
+
+
 def _redis(env: list[tuple[str, str]]) -> Service:
     svc = Service("redis", _port(env, ("REDIS_PORT",), 6379), list(KINDS["redis"]["packages"]))
     for _name, value in env:
@@ -302,6 +353,44 @@ def postgres_sql(svc: Service) -> str:
         lines.append(f"SELECT format('CREATE DATABASE %I OWNER %I', {_sql_literal(name)}, {_sql_literal(owner)}) "
                      f"WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = {_sql_literal(name)})\\gexec")
     return "\n".join(lines) + "\n"
+
+
+def mysql_sql(svc: Service) -> str:
+    """Users (every privilege, from anywhere, as the mysql image's are) and databases, idempotent. Names and
+    passwords were checked against _NAME/_MYSQL_NAME/_REDIS_SECRET: no quotes or backslashes."""
+    lines = []
+    for name, password in svc.users:
+        lines += [f"CREATE USER IF NOT EXISTS '{name}'@'%' IDENTIFIED BY '{password}';",
+                  f"ALTER USER '{name}'@'%' IDENTIFIED BY '{password}';",
+                  f"GRANT ALL PRIVILEGES ON *.* TO '{name}'@'%' WITH GRANT OPTION;"]
+    lines += [f"CREATE DATABASE IF NOT EXISTS `{name}`;" for name, _owner in svc.databases]
+    return "\n".join(lines + ["FLUSH PRIVILEGES;"]) + "\n"
+
+
+def _mysql_start(svc: Service) -> str:
+    p = svc.port
+    # the clients read MYSQL_HOST, MYSQL_TCP_PORT, MYSQL_PWD... which the project's variables may set: not here
+    return f"""# mysql (MariaDB) on 127.0.0.1:{p}, as the mysql user; root also over the socket
+my() {{ env -u MYSQL_HOST -u MYSQL_TCP_PORT -u MYSQL_PWD -u MYSQL_UNIX_PORT -u MYSQL_USER -u MYSQL_PASSWORD "$@"; }}
+sock=--socket=/run/mysqld/mysqld.sock
+if ! {{ [ -f /tmp/envyard-mysql.pid ] && kill -0 "$(cat /tmp/envyard-mysql.pid)" 2>/dev/null; }}; then
+  my mariadb-admin --protocol=tcp -h 127.0.0.1 -P {p} --connect-timeout=2 ping >/dev/null 2>&1 && \\
+    fail mysql "port {p} on 127.0.0.1 is taken by a server outside this environment"
+  [ -d /var/lib/mysql/mysql ] || mariadb-install-db --user=mysql --datadir=/var/lib/mysql --skip-test-db \\
+    >/tmp/envyard-mysql-init.log 2>&1 || fail mysql "mariadb-install-db failed: $(tail -n 3 /tmp/envyard-mysql-init.log)"
+  printf '%s\\n' '[mysqld]' 'bind-address = 127.0.0.1' 'port = {p}' 'skip-name-resolve' \\
+    'innodb_flush_log_at_trx_commit = 0' 'socket = /run/mysqld/mysqld.sock' > /etc/mysql/mariadb.conf.d/99-envyard.cnf
+  install -d -o mysql -g mysql -m 755 /run/mysqld
+  setsid mariadbd --user=mysql --pid-file=/tmp/envyard-mysql.pid --log-error=/tmp/envyard-mysql.log \\
+    </dev/null >/dev/null 2>&1 &
+fi
+i=0
+until my mariadb-admin --protocol=socket $sock ping >/dev/null 2>&1; do
+  i=$((i + 1)); [ $i -lt 60 ] || fail mysql "not ready after 30 s: $(tail -n 3 /tmp/envyard-mysql.log 2>/dev/null)"; sleep 0.5
+done
+my mariadb --protocol=socket $sock < {DIR}/mysql.sql >/tmp/envyard-mysql-users.log 2>&1 || \\
+  fail mysql "could not create its users and databases: $(tail -n 3 /tmp/envyard-mysql-users.log)"
+"""
 
 
 def _postgres_start(svc: Service) -> str:
@@ -354,7 +443,8 @@ done
 
 
 def start_script(services: list[Service]) -> str:
-    body = "".join(_postgres_start(s) if s.kind == "postgres" else _redis_start(s) for s in services)
+    start = {"postgres": _postgres_start, "mysql": _mysql_start, "redis": _redis_start}
+    body = "".join(start[s.kind](s) for s in services)
     return ("#!/bin/sh\n# written by `envyard setup`: starts the services the tests expect, inside this environment"
             " (no systemd);\n# idempotent. Run it before the tests (test.sh does).\nset -u\n"
             f'fail() {{ echo "{FAILED} $1: $2" >&2; exit {FAILED_EXIT}; }}\n' + body
@@ -368,6 +458,10 @@ def stop_script(services: list[Service]) -> str:
         if s.kind == "postgres":
             body += ("pg_lsclusters -h 2>/dev/null | while read -r v c _port status _rest; do\n"
                      '  [ "$status" = online ] && pg_ctlcluster "$v" "$c" stop -m fast\ndone\n')
+        elif s.kind == "mysql":
+            body += ('[ -f /tmp/envyard-mysql.pid ] && pid=$(cat /tmp/envyard-mysql.pid) && kill "$pid" 2>/dev/null && '
+                     'i=0 && while kill -0 "$pid" 2>/dev/null && [ $i -lt 60 ]; do i=$((i + 1)); sleep 0.5; done\n'
+                     "rm -f /tmp/envyard-mysql.pid\n")
         else:
             auth = f"REDISCLI_AUTH={shlex.quote(s.password)} " if s.password else ""
             body += (f"{auth}redis-cli -h 127.0.0.1 -p {s.port} shutdown nosave >/dev/null 2>&1\n"
@@ -392,6 +486,8 @@ def steps(services: list[Service]):
     for s in services:
         if s.kind == "postgres":
             writes.append(_write(f"{DIR}/postgres.sql", postgres_sql(s)))
+        elif s.kind == "mysql":
+            writes.append(_write(f"{DIR}/mysql.sql", mysql_sql(s), "600"))
         elif s.kind == "redis":
             writes.append(_write(f"{DIR}/redis.conf", _redis_conf(s), "640") + f" && chown redis {DIR}/redis.conf")
     return [apt_step(packages, f"services the tests expect: {kinds}"),

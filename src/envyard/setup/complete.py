@@ -1,0 +1,142 @@
+"""The completeness pass: install what the repository's code imports, beyond what its tests need.
+
+EnvBench counts a Python setup as a success when pyright finds no missing imports anywhere in the repository
+(`reportMissingImports`), docs, examples and optional back-ends included. The recipe installs what the tests
+need (test-like extras and groups, root requirement files), so L2 usually still counts imports of optional
+features. This pass, run once L1 (or better) is reached and L2 still counts missing imports:
+
+1. installs what the project declares but the recipe left out: every extra, every requirement file (docs, dev,
+   lint, nested ones), every dependency group (PEP 735, Poetry, PDM, hatch/tox/nox environments);
+2. maps each import still missing to a distribution (modules.py: what was learned, data/import_to_dist.toml,
+   the name itself) and keeps a candidate only when, installed, it provides the module as the code uses it.
+
+Every install in the pass is constrained to the versions already installed (a `uv pip freeze` of the
+environment taken as its first step), so it can add distributions but never up- or downgrade one the tests
+already ran with; a unit whose requirements conflict with them fails to resolve and is skipped. The search
+then scans and runs the tests again and keeps the pass only when fewer imports are missing and the tests are
+no worse (same or higher level, pass ratio not lower); otherwise the branch rolls back to the snapshot taken
+before the pass. This module decides *what* to install and *whether* to keep it; search.py runs it.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tomllib
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from .evidence import Evidence
+from .plan import Recipe, Step
+
+# What the environment held when the pass started: every install of the pass is constrained to it.
+BEFORE = "/opt/envyard/complete-constraints.txt"
+FREEZE_STEP = (f"mkdir -p /opt/envyard && {{ uv pip freeze --exclude-editable | grep -E '^[A-Za-z0-9._-]+==' "
+               f"|| true; }} > {BEFORE}")
+DROPPED_OVERRIDE = "--override /opt/envyard/dropped-requirements.txt"
+MAX_MODULES = 12          # missing modules mapped per pass (most imported first)
+MAX_CANDIDATES = 4        # distributions tried per module: learned, the table's, the name, py-NAME...
+MAX_SPLIT = 12            # a failing group is retried requirement by requirement only when this small
+BUDGET_SECONDS = 600.0    # installs of one pass (the test re-run is not counted)
+
+
+@dataclass
+class Unit:
+    """One thing the pass tries to install, as a recipe step."""
+    label: str      # "extras all, docs", "requirements docs/requirements.txt", "group docs"
+    args: str       # what `uv pip install` gets (quoted)
+    parts: tuple[str, ...] = ()  # single requirements to try one by one when the whole unit fails
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict:
+    return tomllib.loads(resources.files("envyard.data").joinpath("completeness.toml").read_text("utf-8"))
+
+
+def not_installable(module: str) -> bool:
+    """Imports the pass does not look for: Python 2's standard library, Windows- and macOS-only modules, newer
+    Pythons' standard modules, and frameworks too large to install for optional code (data/completeness.toml)."""
+    t = _table()
+    return any(module in t[k] for k in ("python2_stdlib", "platform_only", "newer_stdlib", "too_large"))
+
+
+def declared_units(ev: Evidence, recipe: Recipe) -> list[Unit]:
+    """What the project declares that the recipe does not install yet: all extras (when the project is
+    installed as a package), the requirement files the recipe has not installed, every dependency group."""
+    units: list[Unit] = []
+    done = " ".join(s.command for s in recipe.steps)
+    project = [s for s in recipe.steps if s.kind == "project"]
+    if project:
+        extras = sorted({f.value["extra"] for f in ev.of("extra") if isinstance(f.value, dict)
+                         and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", str(f.value.get("extra", "")))})
+        # the project builds as its install step did (a repair may have turned build isolation off)
+        e = "--no-build-isolation -e " if "--no-build-isolation" in project[-1].command else "-e "
+        if extras:
+            units.append(Unit(f"extras {', '.join(extras)}", e + shlex.quote(f".[{','.join(extras)}]"),
+                              tuple(e + shlex.quote(f".[{x}]") for x in extras) if len(extras) > 1 else ()))
+    files = [f for f in ev.of("requirements_file") if isinstance(f.value, dict)
+             and f.value.get("role", "requirements") == "requirements"]
+    installed = {p for p in (f.value["path"] for f in files) if f"-r {shlex.quote(p)}" in done}
+    grew = True
+    while grew:  # a file included (-r) from an installed one came with it
+        more = {f.value["path"] for f in files if f.file in installed and f.file != f.value["path"]} - installed
+        installed |= more
+        grew = bool(more)
+    rewrites = {f.value["path"]: f.value for f in ev.of("requirements_rewrite") if isinstance(f.value, dict)}
+    for path in dict.fromkeys(f.value["path"] for f in files):
+        if path in installed:
+            continue
+        rewrite = rewrites.get(path)
+        if rewrite is None:
+            units.append(Unit(f"requirements {path}", f"-r {shlex.quote(path)}"))
+        elif rewrite.get("args"):
+            args = tuple(shlex.quote(a) for a in rewrite["args"])
+            units.append(Unit(f"requirements {path}", " ".join(args), args if len(args) <= MAX_SPLIT else ()))
+    groups: dict[str, list[str]] = {}
+    for f in ev.of("dependency_group"):
+        v = f.value
+        if isinstance(v, dict) and isinstance(v.get("requirement"), str) and not v.get("url"):
+            groups.setdefault(str(v.get("group", "")), []).append(v["requirement"])
+    for group, reqs in groups.items():
+        todo = [r for r in dict.fromkeys(reqs) if shlex.quote(r) not in done]
+        if todo:
+            args = tuple(shlex.quote(r) for r in todo)
+            units.append(Unit(f"group {group}", " ".join(args), args if 1 < len(args) <= MAX_SPLIT else ()))
+    return units
+
+
+def install_command(recipe: Recipe, args: str) -> str:
+    """`uv pip install` for the pass: the recipe's cut-off, the versions installed before the pass as
+    constraints, and the requirements left out of the project's installs (not on PyPI) still left out."""
+    override = f" {DROPPED_OVERRIDE}" if any(DROPPED_OVERRIDE in s.command for s in recipe.steps) else ""
+    # a -c option replaces UV_CONSTRAINT (a shipped uv.lock's export) rather than adding to it: name both
+    locked = "".join(f" -c {shlex.quote(f)}" for f in recipe.env.get("UV_CONSTRAINT", "").split())
+    return recipe.install(f"-c {BEFORE}{locked}{override} {args}")
+
+
+def modules_to_map(missing: list[dict], local: set[str]) -> list[str]:
+    """Top-level modules worth looking for on PyPI, the most imported first: not the project's own packages,
+    not private names, not Python 2's or another platform's standard modules."""
+    counts = Counter(str(m.get("module", "")).split(".")[0] for m in missing)
+    out = [m for m, _ in counts.most_common() if m and m.isidentifier() and not m.startswith("_")
+           and m not in local and not not_installable(m)]
+    return out[:MAX_MODULES]
+
+
+def keeps(before: tuple[int, float | None, int], after: tuple[int, float | None, int]) -> tuple[bool, str]:
+    """Whether the environment after the pass replaces the one before it. Each side is (level, pass ratio,
+    missing imports). Kept only when fewer imports are missing and the tests are no worse."""
+    (lv0, ratio0, miss0), (lv1, ratio1, miss1) = before, after
+    if miss1 >= miss0:
+        return False, f"missing imports {miss0} → {miss1}: nothing gained"
+    if lv1 < lv0:
+        return False, f"the tests got worse: L{lv0} → L{lv1}"
+    if lv1 == lv0 and lv0 >= 4 and (ratio1 or 0) < (ratio0 or 0):
+        return False, f"the tests got worse: pass ratio {ratio0:.3f} → {ratio1 or 0:.3f}"
+    return True, f"missing imports {miss0} → {miss1}"
+
+
+def step(unit_label: str, command: str) -> Step:
+    return Step("complete", command, f"completeness pass: {unit_label}")

@@ -1,0 +1,74 @@
+"""Pinned contracts: the exact versions of the environment that passed, and how a replay installs them.
+
+A recipe says what to install (`uv pip install -e .[test]`, `pytest`), not which versions: replayed next month it
+would resolve to something else. So when a branch ends, the versions in its environment are recorded (`uv pip
+freeze`, only `name==version` lines: the project itself and other local or editable installs are not
+distributions to pin), and the contract carries them as a constraints file, `requirements.lock`: setup.sh, the
+Dockerfile and setup's own clean replay write it to PINS, export `UV_CONSTRAINT` so that every `uv pip install`
+of the recipe resolves to those versions, and end with an exact install of the file (`--no-deps`), which
+changes nothing when every pin already holds and puts back any a step could not honour (e.g. the pip and
+setuptools that `uv venv --seed` brings). The replay then compares the versions installed with the pins.
+Installs one by one can leave an environment whose requirements disagree (a later step downgrades what an
+earlier one needed); resolving each step against all the pins would then fail, so when `uv pip check` finds
+such a conflict the pins are not a constraint, and only the exact install at the end puts them in place.
+
+A project that ships `uv.lock` is installed from it from the start: the recipe's first install step exports the
+lock (`uv export --frozen`, every extra and group, markers kept) to LOCK_EXPORT, which constrains every install
+of the search, so what passes is what the project locked, and the replay installs the same.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+PINS = "/opt/envyard/requirements.lock"
+LOCK_EXPORT = "/opt/envyard/uv-lock.txt"
+FREEZE = "uv pip freeze --exclude-editable"
+PIN_LINE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+$")
+EXACT = f"uv pip install --no-deps -r {PINS}"
+CHECK = "uv pip check"
+UV_LOCK_EXPORT = (f"mkdir -p /opt/envyard && (uv export --frozen --no-hashes --all-extras --all-groups --no-emit-project "
+                  f"--no-emit-workspace --no-header --no-annotate -o {LOCK_EXPORT} >/dev/null || {{ echo 'envyard: "
+                  f"uv.lock could not be exported: not used' >&2; : > {LOCK_EXPORT}; }})")
+
+
+def parse_freeze(stdout: str) -> list[str]:
+    """The `name==version` lines of a freeze, sorted by name."""
+    return sorted({line.strip() for line in stdout.splitlines() if PIN_LINE.match(line.strip())},
+                  key=lambda p: p.lower())
+
+
+def versions(pins: list[str]) -> dict[str, str]:
+    """name (normalized) → version."""
+    out = {}
+    for p in pins:
+        name, _, version = p.partition("==")
+        out[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return out
+
+
+def differences(pins: list[str], installed: list[str]) -> list[str]:
+    """What an environment has that differs from the pins: `name: pinned X, installed Y` (or missing/extra)."""
+    want, have = versions(pins), versions(installed)
+    out = []
+    for name in sorted(set(want) | set(have)):
+        if want.get(name) != have.get(name):
+            out.append(f"{name}: pinned {want.get(name, '-')}, installed {have.get(name, '-')}")
+    return out
+
+
+def constraint_files(env: dict[str, str]) -> str:
+    """UV_CONSTRAINT with the pins first (uv reads a space-separated list of files)."""
+    return " ".join(dict.fromkeys([PINS, *env.get("UV_CONSTRAINT", "").split()]))
+
+
+def write_script(pins: list[str]) -> str:
+    """Shell lines that write the pins file (a here-document: the pins are plain `name==version` lines)."""
+    return f"mkdir -p /opt/envyard && cat > {PINS} <<'ENVYARD_PINS'\n" + "".join(f"{p}\n" for p in pins) + \
+        "ENVYARD_PINS\n"
+
+
+def docker_run(pins: list[str]) -> str:
+    """A Dockerfile RUN line that writes the pins file (no here-documents: they need BuildKit's syntax 1.4)."""
+    return "RUN mkdir -p /opt/envyard && printf '%s\\n' " + " ".join(shlex.quote(p) for p in pins) + f" > {PINS}\n"

@@ -1,0 +1,156 @@
+"""`envyard setup`'s completeness pass (complete.py) and pinned contracts (pins.py): real installs from PyPI into
+sandboxes over the host's setup base, with fixture repositories from tests/fixtures/repos/."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from envyard.setup import complete, pins
+from envyard.setup.evidence import gather
+from envyard.setup.interpreters import host_interpreter
+from envyard.setup.plan import Candidate, plan
+
+REPOS = Path(__file__).resolve().parent / "fixtures" / "repos"
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def setup_cli(home, *args, timeout=900):
+    return subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", *map(str, args), "--json"],
+                          capture_output=True, text=True, timeout=timeout, cwd="/tmp",
+                          env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC})
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    h = tmp_path_factory.mktemp("complete-home")
+    yield h
+    subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env={"ENVYARD_HOME": str(h), "PYTHONPATH": SRC},
+                   capture_output=True)
+
+
+# ---- what the pass installs, and when it keeps it ------------------------------------------------------------
+
+def test_the_pass_installs_what_the_recipe_left_out():
+    ev = gather(REPOS / "imports_app")
+    recipe = plan(ev, Candidate(host_interpreter()))
+    units = {u.label: u for u in complete.declared_units(ev, recipe)}
+    assert set(units) == {"extras test, toml", "requirements docs/requirements.txt", "group lint"}
+    assert units["extras test, toml"].args == "-e '.[test,toml]'"
+    assert units["extras test, toml"].parts == ("-e '.[test]'", "-e '.[toml]'")  # tried one by one on failure
+    assert units["group lint"].args == "'toolz>=0.12'"
+    command = complete.install_command(recipe, units["group lint"].args)
+    assert command == f"uv pip install -c {complete.BEFORE} 'toolz>=0.12'"  # never changes what is installed
+
+
+def test_a_requirements_file_installed_or_included_is_not_installed_again():
+    ev = gather(REPOS / "requirements")
+    recipe = plan(ev, Candidate(host_interpreter()))
+    labels = [u.label for u in complete.declared_units(ev, recipe)]
+    installed = [s.command for s in recipe.steps if s.kind == "requirements"]
+    assert installed and not any(f"-r {label.split(' ', 1)[1]}" in " ".join(installed)
+                                 for label in labels if label.startswith("requirements "))
+
+
+def test_modules_worth_looking_for():
+    missing = [{"module": m} for m in ["humps", "humps.main", "urllib2", "win32api", "_private", "mypkg.sub",
+                                        "netaddr", "netaddr", "netaddr"]]
+    assert complete.modules_to_map(missing, {"mypkg"}) == ["netaddr", "humps"]  # most imported first
+
+
+@pytest.mark.parametrize("before,after,kept", [
+    ((4, 1.0, 5), (4, 1.0, 0), True),
+    ((4, 0.95, 5), (4, 0.97, 2), True),
+    ((3, None, 5), (4, 0.5, 1), True),          # the pass let the tests run: better
+    ((4, 1.0, 5), (4, 0.9, 0), False),          # a test broke: the L4 environment stays
+    ((4, 1.0, 5), (3, None, 0), False),
+    ((4, 1.0, 5), (4, 1.0, 5), False),          # nothing gained
+])
+def test_the_pass_is_kept_only_when_nothing_gets_worse(before, after, kept):
+    assert complete.keeps(before, after)[0] is kept
+
+
+def test_pins_from_a_freeze():
+    freeze = "Using Python 3.11\nb-pkg==2.0\n-e file:///work/x\nlocal @ file:///tmp/l.whl\nA_Pkg==1.0\n"
+    assert pins.parse_freeze(freeze) == ["A_Pkg==1.0", "b-pkg==2.0"]
+    assert pins.differences(["a-pkg==1.0", "b==2"], ["A_Pkg==1.0", "b==3", "c==1"]) == \
+        ["b: pinned 2, installed 3", "c: pinned -, installed 1"]
+
+
+# ---- end to end ------------------------------------------------------------------------------------------------
+
+def test_setup_installs_what_the_code_imports_and_pins_it(home, tmp_path):
+    out = tmp_path / "contract"
+    r = setup_cli(home, REPOS / "imports_app", "--out", out, "--python", "3.11")
+    assert r.returncode == 0, r.stderr[-3000:]
+    data = json.loads(r.stdout)
+    assert data["status"] == "verified" and data["pass_ratio"] == 1.0
+    c = data["completion"]
+    # tomli_w (extra), text_unidecode (docs/requirements.txt), toolz (group lint), humps (declared nowhere)
+    assert c["kept"] is True and c["missing_before"] == 4 and c["missing_after"] == 0, c
+    assert c["mapped"] == {"humps": "pyhumps"}  # the `humps` distribution is tried and rejected: no camelize
+    assert data["missing_imports"] == 0 and data["levels"][2]["ok"] is True
+    contract = tomllib.loads((out / "envyard.toml").read_text())
+    assert contract["result"]["missing_imports"] == 0 and contract["completeness"]["kept"] is True
+    assert "pyhumps" in (out / "setup.sh").read_text()
+    # the contract pins the versions that passed, and the clean replay installed exactly those
+    locked = [line for line in (out / "requirements.lock").read_text().splitlines() if not line.startswith("#")]
+    assert "pyhumps==3.8.0" in locked or any(p.startswith("pyhumps==") for p in locked)
+    assert contract["pins"]["versions"] == locked and contract["pins"]["source"] == "uv pip freeze"
+    assert data["replay"]["pins_match"] is True and data["replay"]["pins"] == len(locked)
+    assert f"UV_CONSTRAINT={pins.PINS}" in (out / "Dockerfile").read_text().replace("'", "")
+
+
+def test_a_pass_that_breaks_a_test_is_rolled_back(home, tmp_path):
+    src = tmp_path / "imports_app"
+    shutil.copytree(REPOS / "imports_app", src)
+    (src / "tests" / "test_fallback.py").write_text(
+        "import importsapp\n\n\ndef test_the_builtin_writer_quotes_strings():\n"
+        "    assert importsapp.dumps({'a': 'x'}) == \"a = 'x'\\n\"  # tomli_w writes a = \"x\"\n")
+    r = setup_cli(home, src, "--out", tmp_path / "contract", "--python", "3.11")
+    assert r.returncode == 0, r.stderr[-3000:]
+    data = json.loads(r.stdout)
+    c = data["completion"]
+    assert c["ran"] is True and c["kept"] is False and "pass ratio 1.000" in c["detail"], c
+    assert data["status"] == "verified" and data["pass_ratio"] == 1.0 and data["tests_total"] == 4
+    assert data["missing_imports"] == 4  # the environment before the pass
+    assert not [s for s in data["recipe"]["steps"] if s["kind"] == "complete"]
+    assert "tomli-w" not in (tmp_path / "contract" / "requirements.lock").read_text()
+
+
+def test_no_complete_leaves_the_imports_missing(home, tmp_path):
+    r = setup_cli(home, REPOS / "imports_app", "--out", tmp_path / "contract", "--python", "3.11", "--no-complete")
+    assert r.returncode == 0, r.stderr[-3000:]
+    data = json.loads(r.stdout)
+    assert data["completion"] == {} and data["missing_imports"] == 4
+    assert sorted(data["missing_modules"]) == ["humps", "text_unidecode", "tomli_w", "toolz"]
+
+
+def test_a_project_with_uv_lock_is_installed_and_replayed_from_it(home, tmp_path):
+    out = tmp_path / "contract"
+    r = setup_cli(home, REPOS / "uvlock_app", "--out", out, "--python", "3.11")
+    assert r.returncode == 0, r.stderr[-3000:]
+    data = json.loads(r.stdout)
+    locked = data["recipe"]["pins"]
+    # uv.lock says iniconfig 2.0.0 and pytest 7.3.1 (mid-2023), not the newest releases
+    assert {"iniconfig==2.0.0", "pytest==7.3.1"} <= set(locked) and data["recipe"]["pins_source"] == "uv.lock"
+    assert data["replay"]["pins_match"] is True
+    # setup.sh, run by itself on a fresh setup base, installs exactly the pins
+    from envyard import Yard
+    from envyard.setup.interpreters import setup_base
+    from envyard.setup.search import setup_env, setup_sandbox
+
+    yard = Yard(home)
+    with setup_sandbox(yard, setup_base(yard, host_interpreter()), home / "cache" / "uv") as sb:
+        sb.upload(REPOS / "uvlock_app", "/work/uvlock_app")
+        sb.write_file("/tmp/setup.sh", (out / "setup.sh").read_text())
+        run = sb.exec("sh /tmp/setup.sh", cwd="/work/uvlock_app", env=setup_env(), timeout=600)  # the machine's CAs
+        assert run.exit_code == 0, run.stderr[-2000:]
+        freeze = sb.exec("uv pip freeze --exclude-editable", env=setup_env(), timeout=60)
+    assert pins.parse_freeze(freeze.stdout) == locked
