@@ -64,10 +64,10 @@ def envyard_cli(home: str, *args, timeout=1800) -> subprocess.CompletedProcess:
 
 
 def run_one(yard, image: str, out: Path, *, n: int, seed: int, workers: int, guided: bool,
-            budget: float | None = None) -> dict:
+            budget: float | None = None, kinds: tuple[str, ...] = ("bug",)) -> dict:
     start = time.monotonic()
     try:
-        report = derive(yard, image, kinds=["bug"], n=n, seed=seed, out=out, workers=workers, guided=guided,
+        report = derive(yard, image, kinds=list(kinds), n=n, seed=seed, out=out, workers=workers, guided=guided,
                         budget_s=budget, baseline_timeout=BASELINE_TIMEOUT)
         data = report.to_dict()
     except (EnvyardError, OSError) as e:
@@ -124,6 +124,7 @@ def main() -> None:
                     "run left in --out instead of deriving")
     ap.add_argument("--skip", default="", help="comma-separated image names to leave out")
     ap.add_argument("--n", type=int, default=5, help="tasks per image")
+    ap.add_argument("--kinds", default="bug", help="comma-separated kinds to derive (bug, env, commit)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--compare", type=int, default=3, help="images also derived naively, side by side")
@@ -178,7 +179,7 @@ def main() -> None:
             out = out_root / "guided" / image.replace("/", "_").replace(":", "_")
             console.print(f"[{len(done)}/{len(images)}] {image} …")
             r = run_one(yard, image, out, n=args.n, seed=args.seed, workers=args.workers, guided=True,
-                        budget=args.budget)
+                        budget=args.budget, kinds=tuple(args.kinds.split(",")))
             runs.append(r)
             console.print(f"    {r['kept']} tasks from {r['candidates']} candidates in {r['wall_s']:.0f}s"
                           + (f" — {r['error']}" if r.get("error") else ""))
@@ -190,7 +191,7 @@ def main() -> None:
             t = time.monotonic()
             console.print(f"naive: {image} …")
             naive_runs.append(run_one(yard, image, out, n=args.n, seed=args.seed, workers=args.workers, guided=False,
-                                      budget=args.budget))
+                                      budget=args.budget, kinds=tuple(args.kinds.split(","))))
             naive_wall += time.monotonic() - t
     report(args, runs, wall, naive_runs, naive_wall, compared, out_root)
 
@@ -208,7 +209,7 @@ def report(args, runs, wall, naive_runs, naive_wall, compared, out_root) -> None
                     "nproc": len(os.sched_getaffinity(0)), "kernel": platform.release(),
                     "python": platform.python_version(), "envyard": envyard.__version__,
                     "loadavg_end": os.getloadavg()},
-        "params": {"n": args.n, "seed": args.seed, "workers": args.workers, "kinds": ["bug"]},
+        "params": {"n": args.n, "seed": args.seed, "workers": args.workers, "kinds": args.kinds.split(",")},
         "summary": summarize(runs, wall),
         "compare": {"images": compared,
                     "guided": summarize(guided_same, sum(r["wall_s"] for r in guided_same)),

@@ -20,7 +20,7 @@ import os
 import stat
 from pathlib import Path
 
-from ..overlay import OPAQUE_XATTRS, is_whiteout
+from ..overlay import is_opaque, is_whiteout
 from .files import CHUNK, IN_SANDBOX, MAX_DEPTH, ONE_NAME, openat2
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -48,7 +48,7 @@ def _merge_dir(src: str, dest: int, dev: int, links: dict, depth: int) -> None:
             if is_whiteout(st):
                 _remove(dest, name, dev)
             elif stat.S_ISDIR(st.st_mode):
-                sub = _directory(dest, name, dev, replace=_opaque(entry.path))
+                sub = _directory(dest, name, dev, replace=is_opaque(entry.path))
                 if sub is None:
                     continue  # a mount point of the sandbox: it hides this entry, as it would over a lower layer
                 try:
@@ -73,16 +73,6 @@ def _merge_dir(src: str, dest: int, dev: int, links: dict, depth: int) -> None:
                     finally:
                         os.close(fd)
             # sockets and device nodes are never created in a sandbox from the host
-
-
-def _opaque(path: str) -> bool:
-    for name in OPAQUE_XATTRS:
-        try:
-            if os.getxattr(path, name, follow_symlinks=False) == b"y":
-                return True
-        except OSError:
-            pass
-    return False
 
 
 def _directory(dest: int, name: str, dev: int, replace: bool) -> int | None:
