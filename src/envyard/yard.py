@@ -381,6 +381,11 @@ class Sandbox:
         max_entries = validate.integer(max_entries, "max_entries", minimum=1)
         return self._h.download(parts, dest, max_bytes, max_entries)
 
+    @property
+    def can_apply_layer(self) -> bool:
+        """Whether this sandbox's backend can merge a layer into it while it runs (apply_layer)."""
+        return getattr(self._h, "apply_layer", None) is not None
+
     def apply_layer(self, layer: str | Path) -> None:
         """Merge a layer dir (an overlay upper dir's format, e.g. a carried copy of another sandbox's changes)
         into this sandbox's files, as if the sandbox had started over it (runtime/applylayer.py). Only for a

@@ -102,7 +102,8 @@ class TerminalEnv(gym.Env):
                                              limits=sandbox_limits(self.yard, self.task), env=self.task.env,
                                              workdir=self.task.workdir)
             self._shell = self.sandbox.shell(user=self.image.config.user)  # the image's USER, as Docker runs it
-            if not self.task.services and self.prepare_verifier:
+            # a verifier prepared ahead needs a backend that can merge the agent's work into it at submit
+            if not self.task.services and self.prepare_verifier and self.sandbox.can_apply_layer:
                 task, image = self.task, self.image
                 self._verifier = PreparedVerifier(self.yard, lambda: start_verifier(self.yard, task, image))
         except InfraError as e:

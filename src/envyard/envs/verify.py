@@ -257,7 +257,7 @@ def _has_shell(v: Sandbox) -> bool:
 def _prepare(v: Sandbox, task: Task, image: Image) -> str | None:
     """Put /tests and /logs in place; a problem's description, or None."""
     # /tests and /logs are never carried; the tests are copied in by the owner, not by a program inside.
-    if v.backend == "local" and all(inside == "/tests" or inside.startswith("/tests/")
+    if v.can_apply_layer and all(inside == "/tests" or inside.startswith("/tests/")
                                     for _, inside in task.verifier_files):
         # The usual case, without running anything in the sandbox: a small layer holding /tests and /logs as
         # opaque directories (what `rm -rf` + copy would leave), merged from the host.
