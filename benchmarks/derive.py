@@ -50,7 +50,8 @@ def setup_images(yard, only: list[str] | None, skip: list[str] = ()) -> list[str
     names = []
     for img in yard.images():
         prov = img.config.provenance or {}
-        if prov.get("provider") == "setup" and prov.get("verified") and prov.get("test_command"):
+        if (prov.get("provider") == "setup" and prov.get("verified") and prov.get("test_command")
+                and not prov.get("snapshot_of")):  # not a snapshot of one (a derived task's image)
             if any(img.name == o or img.name.split(":")[0] == o for o in skip):
                 continue
             if only is None or any(img.name == o or img.name.split(":")[0] == o for o in only):

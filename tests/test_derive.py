@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+import envyard as envyard_api
+
 from envyard.derive import bugs
 from envyard.derive.mutation import Mutation, SourceFacts
 
@@ -177,6 +179,11 @@ def test_bad_input_is_refused_with_distinct_exit_codes(home, tmp_path):
     assert r.returncode == 3 and "no-such-image" in r.stderr
     r = derive("host", "--out", tmp_path / "b")
     assert r.returncode == 24 and "not made by `envyard setup`" in r.stderr
+    with envyard_api.Yard(home) as y, y.sandbox(IMAGE) as sb:
+        sb.write_file("/tmp/changed", "x")
+        child = sb.snapshot("snap/minilib:1")  # inherits the setup image's provenance, but is not what it verified
+    r = derive(child.name, "--out", tmp_path / "e")
+    assert r.returncode == 24 and "is a snapshot of setup/minilib" in r.stderr
     r = derive(IMAGE, "--kind", "nonsense", "--out", tmp_path / "c")
     assert r.returncode == 2 and "unknown kind" in r.stderr
     r = derive(IMAGE, "--n", "0", "--out", tmp_path / "d")
@@ -186,7 +193,7 @@ def test_bad_input_is_refused_with_distinct_exit_codes(home, tmp_path):
     (full / "x").write_text("")
     r = derive(IMAGE, "--out", full)
     assert r.returncode == 2 and "not an empty directory" in r.stderr
-    for name in ("a", "b", "c", "d"):
+    for name in ("a", "b", "c", "d", "e"):
         assert not (tmp_path / name).exists()  # refused before anything was written
     sandboxes = envyard(home, "ps", "--json")
     assert json.loads(sandboxes.stdout or "[]") == []

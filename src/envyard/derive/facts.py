@@ -37,6 +37,10 @@ def setup_image(yard, ref: str) -> Image:
     if prov.get("provider") != "setup":
         raise NotASetupImage(f"{image.name} was not made by `envyard setup` (provider: {prov.get('provider') or 'none'})",
                              fix="derive from an image `envyard setup` saved, or give the project's directory")
+    if prov.get("snapshot_of"):  # a snapshot (a task's image, a sandbox's state) inherits its parent's provenance
+        raise NotASetupImage(f"{image.name} is a snapshot of {prov.get('parent_image') or 'a setup image'}: its files "
+                             "changed after setup verified them",
+                             fix=f"derive from the setup image itself ({prov.get('parent_image') or 'see envyard images'})")
     if not prov.get("verified"):
         raise NotASetupImage(f"{image.name} is a {prov.get('status', 'unverified')} setup image, not a verified one",
                              fix="derive only from verified images: their tests run and mostly pass")
