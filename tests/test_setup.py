@@ -226,7 +226,7 @@ def test_install_failure_stops_at_l0_with_the_reason(home, tmp_path):
 def test_no_tests_is_not_success(home, tmp_path):
     src = copy_fixture(tmp_path)
     shutil.rmtree(src / "tests")
-    r = setup_cli(home, src, "--name", "notests", "--json")
+    r = setup_cli(home, src, "--name", "notests", "--json", timeout=1700)  # two base builds: slow on a loaded machine
     assert r.returncode == 1
     data = json.loads(r.stdout)
     assert data["level"] == 1 and "no tests collected" in data["reason"]
