@@ -112,8 +112,9 @@ def test_a_node_never_runs_more_episodes_at_once_than_its_bound(cluster):
     assert sorted(e.attempt for e in eps) == list(range(24))
     for s in stats.values():  # each worker reached its bound and never went past it
         assert s["peak"] == s["slots"] == 2
-    # An episode has at most two sandboxes (the agent's, then the verifier's beside the stopped agent).
-    assert all(p <= 2 * 2 for p in peaks.values()), peaks
+    # An episode has at most three sandboxes: the agent's, its verifier prepared ahead, and a fresh verifier when
+    # the prepared one cannot be used (envs/prepared.py).
+    assert all(p <= 3 * 2 for p in peaks.values()), peaks
     assert all(p >= 1 for p in peaks.values()), peaks
 
 
@@ -181,7 +182,8 @@ def test_a_vector_env_on_the_cluster_spreads_its_environments_over_the_nodes(clu
         obs, infos = venv.reset(seed=1)
         assert "hello" in obs[0].lower() and all(o for o in obs)
         assert not any(infos["infra_error"])
-        assert [live_sandboxes(n.store) for n in cluster.nodes[:2]] == [2, 2]  # two environments on each node
+        # two environments on each node: two agent sandboxes, plus the verifiers being prepared beside them
+    assert all(2 <= live_sandboxes(n.store) <= 4 for n in cluster.nodes[:2])
         obs, rewards, terminated, truncated, infos = venv.step(["echo hi > /tmp/x && cat /tmp/x"] * 4)
         assert all("hi" in o for o in obs) and not terminated.any()
         obs, rewards, terminated, truncated, infos = venv.step(["submit"] * 4)
