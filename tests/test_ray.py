@@ -183,7 +183,7 @@ def test_a_vector_env_on_the_cluster_spreads_its_environments_over_the_nodes(clu
         assert "hello" in obs[0].lower() and all(o for o in obs)
         assert not any(infos["infra_error"])
         # two environments on each node: two agent sandboxes, plus the verifiers being prepared beside them
-    assert all(2 <= live_sandboxes(n.store) <= 4 for n in cluster.nodes[:2])
+        assert all(2 <= live_sandboxes(n.store) <= 4 for n in cluster.nodes[:2])
         obs, rewards, terminated, truncated, infos = venv.step(["echo hi > /tmp/x && cat /tmp/x"] * 4)
         assert all("hi" in o for o in obs) and not terminated.any()
         obs, rewards, terminated, truncated, infos = venv.step(["submit"] * 4)
