@@ -90,8 +90,16 @@ class LocalCluster:
         raise LookupError(f"no raylet for node {name}")
 
     def kill_node(self, name: str) -> None:
-        """SIGKILL the node's raylet: the node dies as on a crash (its workers notice and exit)."""
+        """The node crashes: SIGKILL its raylet and, at once, every process it started (its workers too, which
+        would otherwise notice the raylet's death only later and could still hand back the episode they were
+        running)."""
+        node = next(n for n in self.nodes if n.name == name)
         os.kill(self.raylet_pid(name), signal.SIGKILL)
+        temp = str(self.root / name)
+        for pid, argv in _processes():
+            if _pgid(pid) == node.pgid or any(temp in a for a in argv):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
 
     @staticmethod
     def _kill(match) -> None:

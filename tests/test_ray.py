@@ -17,7 +17,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'envyard[ray]'); the Ray tests need it")
 
 from envyard.envs.cluster import INFRA_NODE_LOST, INFRA_WORKER, Cluster, pack_task, unpack_task  # noqa: E402
-from envyard.envs.rollout import EPISODES_FILE, make_policy, read_episodes, run_rollouts  # noqa: E402
+from envyard.envs.rollout import EPISODES_FILE, OraclePolicy, make_policy, read_episodes, run_rollouts  # noqa: E402
 from envyard.envs.task import find_tasks  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -124,10 +124,15 @@ def test_a_node_killed_mid_rollout_loses_no_episode_and_counts_none_twice(cluste
     tasks = [TASKS / "hello-file", TASKS / "count-lines"] * 8
     result: dict = {}
 
+    class SlowOracle(OraclePolicy):  # defined here, so Ray ships it by value
+        def act(self, observation):
+            time.sleep(1.0)  # an episode stays on its node long enough to be there when the node is killed
+            return super().act(observation)
+
     def run():
         try:
             with Cluster(address=cluster.address, per_node=1, retries=3) as c:
-                result["episodes"] = run_rollouts(None, tasks, make_policy("oracle"), out_dir=out, cluster=c)
+                result["episodes"] = run_rollouts(None, tasks, SlowOracle, out_dir=out, cluster=c)
         except BaseException as e:  # handed to the test thread
             result["error"] = e
 
@@ -137,7 +142,7 @@ def test_a_node_killed_mid_rollout_loses_no_episode_and_counts_none_twice(cluste
     while live_sandboxes(late.store) == 0 and t.is_alive():
         assert time.monotonic() < deadline, "the late node never started an episode"
         time.sleep(0.05)
-    assert t.is_alive(), "the rollout ended before the late node could be killed"
+    assert t.is_alive(), f"the rollout ended before the late node could be killed: {result}"
     assert held(late)  # it fetched its task by digest
     cluster.kill_node("late")
     t.join(timeout=240)

@@ -7,12 +7,12 @@ sandbox rows of a dead owner and the store's trash directory are both reclaimed 
 from __future__ import annotations
 
 import atexit
-import logging
 import queue
 import threading
 from typing import Callable
 
-log = logging.getLogger("envyard")
+from .log import log
+
 # At most this many clean-ups wait; beyond that `later` blocks until one is done. Sandboxes closed faster than
 # they can be torn down would otherwise pile up processes, subvolumes and files without bound: with the cap,
 # a tight create/close loop runs at the speed of the teardown, and memory and disk stay bounded.

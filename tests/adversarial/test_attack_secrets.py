@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -135,5 +136,38 @@ def test_gc_drops_masks_of_an_earlier_machine_state(tmp_path):
         assert report["old_host_masks"] == [old.name]
         assert sorted(p.name for p in masks.iterdir()) == current
     finally:
+        yard.close()
+        yard.gc()
+
+
+def test_a_new_process_reuses_the_mask_only_while_the_machine_is_unchanged(tmp_path, monkeypatch):
+    """Each CLI start used to rebuild the mask's spec (read the user database, glob for keys); the choice is now
+    recorded with the machine-state key it was made for. A record for another state, or one that points outside
+    the store's masks, must never stand in for the mask of the machine as it is."""
+    from envyard.bases import host, hostmask
+
+    yard = envyard.Yard(tmp_path / "home")
+    try:
+        first = host.refresh_host_mask(yard.store)
+        record = yard.store.home / "host" / host.CURRENT_MASK
+        calls = []
+        real_spec = hostmask.mask_spec
+        monkeypatch.setattr(hostmask, "mask_spec", lambda home: calls.append(home) or real_spec(home))
+
+        host._mask_seen.clear()  # as in a new process
+        assert host.refresh_host_mask(yard.store) == first and calls == []  # unchanged machine: the record holds
+
+        host._mask_seen.clear()
+        key = host._mask_state_key()
+        monkeypatch.setattr(host, "_mask_state_key", lambda: (*key[:-1], (key[-1] or 0) + 1))  # e.g. a new dir in /
+        assert host.refresh_host_mask(yard.store) == first and len(calls) == 1  # recomputed, not trusted
+
+        host._mask_seen.clear()
+        outside = tmp_path / "outside"
+        outside.mkdir()
+        record.write_text(json.dumps({"key": list(host._mask_state_key()), "mask": "../../../outside"}))
+        assert host.refresh_host_mask(yard.store) == first and len(calls) == 2
+    finally:
+        host._mask_seen.clear()
         yard.close()
         yard.gc()

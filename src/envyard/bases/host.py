@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import subprocess
 import time
@@ -56,6 +57,7 @@ def with_current_mask(img: Image) -> Image:
     return Image(img.name, [*img.layers[:i], HOST_MASK_LAYER, *img.layers[i:]], img.config, img.created)
 
 
+CURRENT_MASK = "mask-current.json"  # beside host/masks: the state key of the last refresh and the mask it chose
 _mask_seen: dict[str, tuple] = {}  # store home -> (state key, mask dir) of the last refresh in this process
 
 
@@ -76,24 +78,51 @@ def refresh_host_mask(store: Store) -> Path:
     seen = _mask_seen.get(str(store.home))
     if seen and seen[0] == key and seen[1].is_dir():
         return seen[1]
-    spec = hostmask.mask_spec(store.home)
     masks = store.home / "host" / "masks"
-    path = masks / hostmask.spec_digest(spec)
-    if not path.is_dir():
-        masks.mkdir(parents=True, exist_ok=True)
-        tmp = masks / f".new-{os.getpid()}-{os.urandom(4).hex()}"
-        try:
-            hostmask.build_mask(tmp, spec)
-            os.rename(tmp, path)
-        except OSError:
-            store.discard_dir(tmp)
-            if not path.is_dir():  # not just another process winning the race
-                raise
+    # What an earlier process found for the same state: spares each CLI start reading the user database and
+    # globbing the host.
+    path = _current_mask(masks, key)
+    if path is None:
+        spec = hostmask.mask_spec(store.home)
+        path = masks / hostmask.spec_digest(spec)
+        if not path.is_dir():
+            masks.mkdir(parents=True, exist_ok=True)
+            tmp = masks / f".new-{os.getpid()}-{os.urandom(4).hex()}"
+            try:
+                hostmask.build_mask(tmp, spec)
+                os.rename(tmp, path)
+            except OSError:
+                store.discard_dir(tmp)
+                if not path.is_dir():  # not just another process winning the race
+                    raise
+        _save_current_mask(masks, key, path)
     rows = store.db.query("SELECT path FROM layers WHERE id=?", (HOST_MASK_LAYER,))
     if not rows or rows[0]["path"] != str(path):
         store.add_external_layer(HOST_MASK_LAYER, path, {"provider": "host", "role": "mask"})
     _mask_seen[str(store.home)] = (key, path)
     return path
+
+
+def _current_mask(masks: Path, key: tuple) -> Path | None:
+    """The mask directory recorded for this state key, if it is still there."""
+    try:
+        current = json.loads((masks.parent / CURRENT_MASK).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(current, dict) or current.get("key") != list(key):
+        return None
+    path = masks / str(current.get("mask", ""))
+    return path if current.get("mask") and path.parent == masks and path.is_dir() else None
+
+
+def _save_current_mask(masks: Path, key: tuple, path: Path) -> None:
+    tmp = masks.parent / f".{CURRENT_MASK}-{os.getpid()}"
+    try:
+        tmp.write_text(json.dumps({"key": list(key), "mask": path.name}))
+        os.replace(tmp, masks.parent / CURRENT_MASK)
+    except OSError:  # only a cache: the next start computes the mask again
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def _host_dirs(store: Store) -> tuple[Path, Path]:

@@ -24,7 +24,6 @@ To give one sandbox a hidden path on purpose, bind it: `yard.sandbox("host", ro_
 from __future__ import annotations
 
 import glob
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -72,6 +71,8 @@ def mask_spec(own_store: Path) -> dict:
 
 
 def spec_digest(spec: dict) -> str:
+    import hashlib  # here: its import (OpenSSL) is a cost every `envyard run` would pay
+
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 

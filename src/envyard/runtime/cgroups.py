@@ -7,7 +7,6 @@ Where cgroups are not writable, memory and process counts are capped with rlimit
 
 from __future__ import annotations
 
-import logging
 import os
 import shlex
 import time
@@ -15,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .limits import Limits
+from ..log import log
 
-log = logging.getLogger("envyard")
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 DEFAULT_PIDS = 8192  # when a sandbox gets a cgroup for another limit, it is also kept from fork-bombing

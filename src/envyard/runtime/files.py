@@ -16,8 +16,8 @@ upload) go one name at a time from directory descriptors and never follow a syml
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
+import functools
 import os
 import stat
 from dataclasses import dataclass, field
@@ -46,22 +46,28 @@ IN_SANDBOX = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV
 ONE_NAME = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV
 
 
-class _OpenHow(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+@functools.cache
+def _openat2_call():
+    """The raw syscall entry and the `struct open_how` type, made on first use: ctypes costs a few milliseconds to
+    import, which every `envyard run` would pay although only file access needs it."""
+    import ctypes
 
+    class OpenHow(ctypes.Structure):
+        _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_syscall = _libc.syscall
-_syscall.restype = ctypes.c_long
+    syscall = ctypes.CDLL(None, use_errno=True).syscall
+    syscall.restype = ctypes.c_long
+    return ctypes, OpenHow, syscall
 
 
 def openat2(dirfd: int, path: str, flags: int, resolve: int, mode: int = 0) -> int:
     """openat2(2), which Python does not wrap. Retries EAGAIN, which the kernel returns when a rename or mount
     raced with a RESOLVE_IN_ROOT/BENEATH lookup."""
-    how = _OpenHow(flags | os.O_CLOEXEC, mode, resolve)
+    ctypes, open_how, syscall = _openat2_call()
+    how = open_how(flags | os.O_CLOEXEC, mode, resolve)
     raw = os.fsencode(path)
     for _ in range(64):
-        fd = _syscall(ctypes.c_long(_SYS_OPENAT2), ctypes.c_int(dirfd), ctypes.c_char_p(raw), ctypes.byref(how),
+        fd = syscall(ctypes.c_long(_SYS_OPENAT2), ctypes.c_int(dirfd), ctypes.c_char_p(raw), ctypes.byref(how),
                       ctypes.c_size_t(ctypes.sizeof(how)))
         if fd >= 0:
             return fd

@@ -13,7 +13,6 @@ import contextlib
 import functools
 import itertools
 import json
-import logging
 import os
 import resource
 import select
@@ -40,8 +39,8 @@ from .volume import SandboxVolume
 from .holder import (AS_USER_SCRIPT, HOLDER_SCRIPT, IPC_MOUNT, ROOT_USERS, check_env, command_script,
                      session_loop_script)
 from .result import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_SPILL, ExecResult, OutputBuffer, SpillBudget
+from ..log import log
 
-log = logging.getLogger("envyard")
 
 # Docker's default capability set minus MKNOD (a device node could expose the host's disks).
 SANDBOX_CAPS = (

@@ -26,7 +26,7 @@ from __future__ import annotations
 import errno
 import functools
 import os
-import hashlib
+import zlib
 from pathlib import Path
 
 from ..errors import HostUnsupported
@@ -105,8 +105,11 @@ def filter_program(cache_dir: Path | None = None) -> bytes:
 
 @functools.cache
 def _cache_key() -> str:
-    """Changes with the filter's definition (this file) and the machine the program was compiled for."""
-    return hashlib.sha256(Path(__file__).read_bytes() + os.uname().machine.encode()).hexdigest()[:16]
+    """Changes with the filter's definition (this file) and the machine the program was compiled for. A CRC and
+    the length tell versions of this file apart (they guard against a stale cache, not an adversary: who can
+    write the store's cache can write envyard itself), and zlib, unlike hashlib, costs nothing to import here."""
+    source = Path(__file__).read_bytes()
+    return f"{zlib.crc32(source):08x}{len(source):x}-{os.uname().machine}"
 
 
 @functools.lru_cache(maxsize=1)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import logging
 import os
 import shutil
 import struct
@@ -31,8 +30,8 @@ import subprocess
 from pathlib import Path
 
 from ..errors import HostUnsupported
+from ..log import log
 
-log = logging.getLogger("envyard")
 
 # btrfs ioctls (linux/btrfs.h): _IOC(dir, 0x94, nr, size).
 _SUBVOL_CREATE = 0x5000940E  # _IOW(14, struct btrfs_ioctl_vol_args: s64 fd + char name[4088])

@@ -8,13 +8,12 @@ are ordinary sandboxes with leases: if the owner dies they go down with it, and 
 from __future__ import annotations
 
 import collections
-import logging
 import threading
 from typing import Callable
 
 from .local import LocalSandbox
+from ..log import log
 
-log = logging.getLogger("envyard")
 
 
 class WarmPool:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import random
 import sqlite3
 import threading
 import time
@@ -98,6 +97,8 @@ class Database:
             except sqlite3.OperationalError as e:
                 if "locked" not in str(e) and "busy" not in str(e) or time.monotonic() > deadline:
                     raise
+                import random  # only on contention
+
                 time.sleep(random.uniform(0.005, 0.05))
 
     @contextlib.contextmanager
