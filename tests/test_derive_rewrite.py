@@ -207,6 +207,8 @@ LEAKS = {
     "operator-in-context": (lambda t: polite(t) + "\nI think it should be `(text.upper() + \"!\") * times`.",
                             "rewrite-leaks-fix"),
     "operator-respaced": (lambda t: polite(t) + "\nMaybe `)*times` instead?", "rewrite-leaks-fix"),
+    "markdown-escaped": (lambda t: polite(t) + "\nMaybe \\)\\*times instead?", "rewrite-leaks-fix"),
+    "html-escaped": (lambda t: polite(t) + "\nMaybe )&#42;times instead?", "rewrite-leaks-fix"),
     "whole-fixed-line": (lambda t: polite(t) + "\n    return (text.upper() + \"!\") * times", "rewrite-leaks-fix"),
     "changed-file": (lambda t: polite(t) + "\nThe problem is somewhere in text.py.", "rewrite-leaks-location"),
     "hidden-test-content": (lambda t: polite(t) + "\nThe test does `assert shout(\"hi\", 2) == \"HI!HI!\"`.",
@@ -215,6 +217,7 @@ LEAKS = {
                      "rewrite-drops-tests"),
     "dropped-command": (lambda t: polite(t).replace(COMMAND, "pytest"), "rewrite-drops-tests"),
     "empty": (lambda t: "   \n", "rewrite-empty"),
+    "unchanged": (lambda t: t.replace("\n\n", "\n"), "rewrite-unchanged"),
     "too-long": (lambda t: polite(t) + "\n" + "It is really broken. " * 200, "rewrite-too-long"),
 }
 
@@ -454,3 +457,12 @@ def test_derive_with_rewrite_model_end_to_end(home, tmp_path):
                          "from rich.console import Console; _print(Console(width=200), json.load(open(sys.argv[1])))",
                          str(out / "report.json")], capture_output=True, text=True, env={"PYTHONPATH": SRC})
     assert "instructions rewritten by stand-in: 1 of 2 (deterministic kept: rewrite-leaks-location 1)" in r2.stdout
+
+
+def test_without_a_rewrite_model_nothing_changes(tmp_path, standin):
+    from envyard.derive.pipeline import Report
+
+    task = bug_task(tmp_path)  # what derive writes without the flag
+    assert not (task / DETERMINISTIC).exists() and "instruction" not in metadata(task)
+    assert "rewrite" not in Report(image="i", seed=0, kinds=["bug"], n=1, out="o").to_dict()
+    assert standin.requests == []

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import difflib
+import html
 import json
 import os
 import re
@@ -36,6 +37,7 @@ MIN_LINE = 12  # shorter lines of a hidden test or of solve.sh are too common to
 REASONS = {
     "rewrite-empty": "the model's reply was empty",
     "rewrite-too-long": "the reply was longer than allowed (or cut off by the server)",
+    "rewrite-unchanged": "the reply was the deterministic instruction itself",
     "rewrite-drops-tests": "the reply left out a failing test's name or the test command",
     "rewrite-leaks-fix": "the reply contains code of the fix (solution/fix.diff, solve.sh)",
     "rewrite-leaks-version": "the reply names the version the repair installs",
@@ -230,12 +232,15 @@ def _names(text: str, name: str) -> bool:
 
 def check(deterministic: str, rewrite: str, secrets: Secrets) -> tuple[str, str] | None:
     """None when `rewrite` may replace `deterministic`, else (reason, detail)."""
-    text = rewrite.strip()
-    if len(_squash(text)) < MIN_CHARS:
-        return "rewrite-empty", f"{len(text)} characters"
+    if len(_squash(rewrite)) < MIN_CHARS:
+        return "rewrite-empty", f"{len(rewrite.strip())} characters"
     limit = max(MAX_CHARS, 2 * len(deterministic))
-    if len(text) > limit:
-        return "rewrite-too-long", f"{len(text)} characters, at most {limit}"
+    if len(rewrite.strip()) > limit:
+        return "rewrite-too-long", f"{len(rewrite.strip())} characters, at most {limit}"
+    if _squash(rewrite) == _squash(deterministic):
+        return "rewrite-unchanged", "the reply is the deterministic instruction"
+    # read as a Markdown viewer shows it: `\*` is `*`, `&lt;` is `<` (else escaping would hide code from the checks)
+    text = html.unescape(re.sub(r"\\(?=[^\w\s])", "", rewrite.strip()))
     flat = " ".join(text.split())
     if secrets.command and " ".join(secrets.command.split()) not in flat:
         return "rewrite-drops-tests", f"the test command `{secrets.command}` is missing"
