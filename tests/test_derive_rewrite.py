@@ -466,3 +466,28 @@ def test_without_a_rewrite_model_nothing_changes(tmp_path, standin):
     assert not (task / DETERMINISTIC).exists() and "instruction" not in metadata(task)
     assert "rewrite" not in Report(image="i", seed=0, kinds=["bug"], n=1, out="o").to_dict()
     assert standin.requests == []
+
+
+def test_a_fix_that_only_deletes_tokens_is_still_recognized():
+    from envyard.derive.rewrite import Secrets, _fix_snippets, check
+
+    diff = "--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,2 @@\n def f(args):\n-    if not (args):\n+    if args:\n"
+    det = "# Failing\n\nThe test suite (`python -m pytest`, run from `/w`) reports 1 failing test:\n\n- `t.py::test_f`\n"
+    secrets = Secrets(fix=_fix_snippets(diff), version="", locations=set(), hidden_names=set(), hidden_lines=set(),
+                      command="python -m pytest", tests=["t.py::test_f"])
+    ok = "Running `python -m pytest` I see `t.py::test_f` fail since the update."
+    assert check(det, ok, secrets) is None
+    assert check(det, ok + " The guard should be `if args :` again.", secrets)[0] == "rewrite-leaks-fix"
+
+
+def test_test_ids_with_html_entities_count_as_kept_and_escaped_hidden_lines_as_quoted():
+    from envyard.derive.rewrite import Secrets, _code, check
+
+    test = "t.py::test_x[<em>&lt;bad&gt;</em>]"
+    det = f"The test suite (`python -m pytest`, run from `/w`) reports 1 failing test:\n\n- `{test}`\n"
+    secrets = Secrets(fix=set(), version="", locations=set(), hidden_names=set(), command="python -m pytest",
+                      hidden_lines={_code('assert result == "<em>&lt;value&gt;</em>"')}, tests=[test])
+    ok = f"After upgrading, `python -m pytest` fails on `{test}`, can someone look?"
+    assert check(det, ok, secrets) is None
+    leak = ok + ' It checks `assert result == "<em>&lt;value&gt;</em>"`.'
+    assert check(det, leak, secrets)[0] == "rewrite-leaks-hidden-tests"

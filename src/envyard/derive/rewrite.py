@@ -153,8 +153,13 @@ def _content(text: str) -> str:
 # ---- the checks -------------------------------------------------------------------------------------------------
 
 def _squash(s: str) -> str:
-    """Whitespace removed: code compares equal however the model spaced it."""
     return re.sub(r"\s+", "", s)
+
+
+def _code(s: str) -> str:
+    """Spacing normalized: one space between words, none around operators and brackets, so code compares equal
+    however the model spaced it (`a<b` and `a < b`; `while True :` and `while True:`)."""
+    return re.sub(r" ?([^\w ]) ?", r"\1", re.sub(r"\s+", " ", s)).strip()
 
 
 _TOKEN = re.compile(r"\w+(?:\.\w+)*|==|!=|<=|>=|//|\*\*|<<|>>|->|\+=|-=|\S")
@@ -172,8 +177,10 @@ def _fix_snippets(diff: str) -> set[str]:
         for op, _, _, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
             if op in ("replace", "insert"):
                 for j in range(j1, j2):
-                    snippets.add("".join(b[max(0, j - 1):j + 2]))
-        snippets.update(_squash(l) for l in new if len(l.strip()) >= MIN_LINE)
+                    snippets.add(_code(" ".join(b[max(0, j - 1):j + 2])))
+            elif op == "delete" and 0 < j1 < len(b):  # the fix removes tokens: its neighbours meet (`while True`)
+                snippets.add(_code(" ".join(b[j1 - 1:j1 + 1])))
+        snippets.update(_code(l) for l in new if len(l.strip()) >= MIN_LINE)
     return {s for s in snippets if len(s) >= 3}
 
 
@@ -181,11 +188,11 @@ def _fix_snippets(diff: str) -> set[str]:
 class Secrets:
     """What a rewrite must not say unless the deterministic instruction already does, read from a task dir."""
 
-    fix: set[str]  # squashed code of the fix
+    fix: set[str]  # code of the fix (spacing normalized: _code)
     version: str  # the version a repair installs ("" if none)
     locations: set[str]  # changed file (and its base name), Debian package, commit
     hidden_names: set[str]  # hidden test files and their base names
-    hidden_lines: set[str]  # squashed lines of the hidden test files
+    hidden_lines: set[str]  # lines of the hidden test files (_code)
     command: str  # the test command the deterministic instruction gives ("" if none)
     tests: list[str]  # the failing tests it names
 
@@ -198,7 +205,7 @@ class Secrets:
             fix |= _fix_snippets(diff.read_text(errors="replace"))
         solve = task / "solution" / "solve.sh"
         if solve.is_file():
-            fix |= {_squash(l) for l in solve.read_text(errors="replace").splitlines()  # e.g. a restored script
+            fix |= {_code(l) for l in solve.read_text(errors="replace").splitlines()  # e.g. a restored script
                     if len(l.strip()) >= MIN_LINE and not l.lstrip().startswith(("#", "cd ", "set "))}
         locations: set[str] = set()
         for key in ("file", "script", "library", "package", "commit", "parent", "subject"):
@@ -216,7 +223,7 @@ class Secrets:
             if p.is_file():
                 rel = str(p.relative_to(root))
                 hidden_names |= {rel, p.name}
-                hidden_lines |= {_squash(l) for l in p.read_text(errors="replace").splitlines()
+                hidden_lines |= {_code(l) for l in p.read_text(errors="replace").splitlines()
                                  if len(l.strip()) >= MIN_LINE and not l.lstrip().startswith(("#", "import ", "from "))}
         version = meta.get("version") if isinstance(meta.get("version"), str) and "." in meta.get("version") else ""
         m = re.search(r"test suite \(`([^`]+)`", deterministic)
@@ -239,29 +246,30 @@ def check(deterministic: str, rewrite: str, secrets: Secrets) -> tuple[str, str]
         return "rewrite-too-long", f"{len(rewrite.strip())} characters, at most {limit}"
     if _squash(rewrite) == _squash(deterministic):
         return "rewrite-unchanged", "the reply is the deterministic instruction"
-    # read as a Markdown viewer shows it: `\*` is `*`, `&lt;` is `<` (else escaping would hide code from the checks)
-    text = html.unescape(re.sub(r"\\(?=[^\w\s])", "", rewrite.strip()))
-    flat = " ".join(text.split())
-    if secrets.command and " ".join(secrets.command.split()) not in flat:
+    # The reply as written and as a Markdown viewer shows it (`\*` is `*`, `&lt;` is `<`): what must be there may be
+    # in either; what must not be there may be in neither (escaping must not hide code from the checks).
+    raw = rewrite.strip()
+    views = [raw, html.unescape(re.sub(r"\\(?=[^\w\s])", "", raw))]
+    has = lambda s: any(s in v for v in views)  # noqa: E731
+    if secrets.command and not any(" ".join(secrets.command.split()) in " ".join(v.split()) for v in views):
         return "rewrite-drops-tests", f"the test command `{secrets.command}` is missing"
     for test in secrets.tests:
-        name = test.rsplit("::", 1)[-1]
-        if name not in text:
+        if not has(test.rsplit("::", 1)[-1]):
             return "rewrite-drops-tests", f"the failing test {test} is missing"
-    det, sq = _squash(deterministic), _squash(text)
-    new = lambda s: s not in det and s in sq  # noqa: E731  (said by the rewrite, not by the instruction)
+    det, code = _code(deterministic), [_code(v) for v in views]
+    new = lambda s: s not in det and any(s in c for c in code)  # noqa: E731  (said by the reply, not the instruction)
     for s in sorted(secrets.fix):
         if new(s):
             return "rewrite-leaks-fix", f"contains {s!r}"
     if secrets.version:
-        pattern = rf"(?<![\w.]){re.escape(secrets.version)}(?![\w.]|\.\d)"
-        if re.search(pattern, text) and not re.search(pattern, deterministic):
+        pattern = rf"(?<![\w.]){re.escape(secrets.version)}(?![\w.])"
+        if any(re.search(pattern, v) for v in views) and not re.search(pattern, deterministic):
             return "rewrite-leaks-version", f"names version {secrets.version}"
     for s in sorted(secrets.locations):
-        if _names(text, s) and not _names(deterministic, s):
+        if any(_names(v, s) for v in views) and not _names(deterministic, s):
             return "rewrite-leaks-location", f"names {s!r}"
     for s in sorted(secrets.hidden_names):
-        if _names(text, s) and not _names(deterministic, s):
+        if any(_names(v, s) for v in views) and not _names(deterministic, s):
             return "rewrite-leaks-hidden-tests", f"names {s!r}"
     for s in sorted(secrets.hidden_lines):
         if new(s):
