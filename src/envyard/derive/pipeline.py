@@ -138,7 +138,6 @@ class Report:
             "dropped_candidates": [o.to_dict() for o in self.dropped],
         }
 
-
     def _rewrite_summary(self, kept: list[Outcome]) -> dict:
         fallbacks = [o.instruction_reason for o in kept if o.instruction_reason]
         return {**self.rewrite, "rewritten": sum(o.instruction == "rewritten" for o in kept),
