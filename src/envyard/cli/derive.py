@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import threading
 from pathlib import Path
+from typing import Optional
 
 import typer
 from rich.markup import escape
@@ -28,14 +29,24 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         workers: int = typer.Option(2, "--workers", "-j", help="Candidates screened and validated at once."),
         max_candidates: int = typer.Option(0, "--max-candidates", help="Give up after this many candidates "
                                            "(default 25 × N)."),
+        rewrite_model: Optional[str] = typer.Option(None, "--rewrite-model", help="Optional: have this model "
+                                                    "(any OpenAI-compatible chat endpoint) rewrite each task's "
+                                                    "instruction as a user's issue; a rewrite that leaks the fix "
+                                                    "or drops the failing tests is refused and the deterministic "
+                                                    "one kept."),
+        base_url: Optional[str] = typer.Option(None, "--base-url", help="With --rewrite-model: the endpoint "
+                                               "(default $OPENAI_BASE_URL); the key comes from $OPENAI_API_KEY."),
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     ):
         """Derive agent tasks from a verified environment by breaking it on purpose, keeping only what
         validation in forks proves fair: with no change the verifier scores 0 (the same tests fail 3 times out
         of 3), with the oracle's fix it scores 1, within its time limit. Tasks are written in the Harbor layout
         (instruction.md, task.toml, environment/, tests/, solution/); dropped candidates are listed with their
-        reason in OUT/report.json. Exit 0 when at least one task was written, 1 when none was, 2 on bad input,
-        3 when the image does not exist, 24 when it is not a verified setup image, 130 on Ctrl-C."""
+        reason in OUT/report.json. With --rewrite-model a model rewrites the instructions in natural language
+        (instruction.deterministic.md keeps the original; [metadata] instruction says which is used). Exit 0
+        when at least one task was written, 1 when none was, 2 on bad input (also a --rewrite-model with no
+        endpoint configured), 3 when the image does not exist, 24 when it is not a verified setup image, 130 on
+        Ctrl-C."""
         from ..derive.pipeline import check_out, derive as run_derive, parse_kinds
 
         cancel = threading.Event()
@@ -46,6 +57,12 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
             if workers < 1:
                 raise BadInput(f"--workers must be at least 1, got {workers}")
             check_out(out_dir)
+            if base_url is not None and rewrite_model is None:
+                raise BadInput("--base-url needs --rewrite-model", fix="add --rewrite-model MODEL, or drop --base-url")
+            if rewrite_model is not None:  # a bad configuration fails before the setup and the baseline run
+                from ..derive.rewrite import Rewriter
+
+                Rewriter(rewrite_model, base_url=base_url)
             yard = make_yard()
             image = _image_of(source, yard, err)
             progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -62,6 +79,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                         counts["dropped"] += 1
                     elif what == "kept":
                         progress.advance(bar)
+                    elif what == "rewritten":
+                        return
                     elif what in ("phase", "skipped-kind"):
                         progress.update(bar, description=escape(str(data))[:70])
                         if what == "skipped-kind":
@@ -71,7 +90,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                                     note=f"{counts['candidates']} candidates, {counts['dropped']} dropped")
 
                 report = run_derive(yard, image, kinds=kinds, n=n, seed=seed, out=out_dir, workers=workers,
-                                    max_candidates=max_candidates or None, on_event=on_event, cancel=cancel)
+                                    max_candidates=max_candidates or None, on_event=on_event, cancel=cancel,
+                                    rewrite_model=rewrite_model, base_url=base_url)
         except EnvyardError as e:
             fail(e)
         except KeyboardInterrupt:
@@ -135,4 +155,9 @@ def _print(out, data: dict) -> None:
         for task in data["tasks"][:50]:
             k.add_row(escape(task["name"]), task["kind"], str(task["failing_tests"]), task["difficulty"])
         out.print(k)
+    if data.get("rewrite"):
+        rw = data["rewrite"]
+        why = ", ".join(f"{k} {v}" for k, v in rw["deterministic_by_reason"].items())
+        out.print(f"instructions rewritten by {escape(rw['model'])}: {rw['rewritten']} of {data['kept']}"
+                  + (f" (deterministic kept: {escape(why)})" if why else ""))
     out.print(f"{data['kept']} tasks in {escape(data['out'])} (report: {escape(data['out'])}/report.json)")

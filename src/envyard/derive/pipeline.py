@@ -71,6 +71,9 @@ class Outcome:
     difficulty: str = ""
     score: int = 0
     costs: Costs = field(default_factory=Costs)
+    instruction: str = ""  # with a rewrite model: "rewritten" | "deterministic"
+    instruction_reason: str = ""  # why the deterministic instruction stayed (derive/rewrite.py REASONS)
+    instruction_detail: str = ""
 
     def to_dict(self) -> dict:
         m = self.mutation
@@ -82,6 +85,11 @@ class Outcome:
             d.update(failing_tests=len(self.failing), difficulty=self.difficulty, difficulty_score=self.score,
                      patch_lines=m.patch_lines, files_touched=len(m.files),
                      verifier_runs_s=[round(x, 2) for x in self.costs.runs])
+            if self.instruction:
+                d["instruction"] = self.instruction
+                if self.instruction_reason:
+                    d.update(instruction_rejected=self.instruction_reason,
+                             instruction_rejected_detail=self.instruction_detail)
         return d
 
 
@@ -99,6 +107,7 @@ class Report:
     baseline_tests: int = 0
     suite_s: float = 0.0
     interrupted: bool = False
+    rewrite: dict | None = None  # with a rewrite model: the model, endpoint and seconds spent
 
     @property
     def kept(self) -> list[Outcome]:
@@ -124,9 +133,16 @@ class Report:
             "validation_s_per_task_median": round(statistics.median(per_task), 2) if per_task else None,
             "candidate_cost_s_total": round(sum(o.costs.screen + o.costs.validate for o in considered), 1),
             "interrupted": self.interrupted,
+            **({"rewrite": self._rewrite_summary(kept)} if self.rewrite is not None else {}),
             "tasks": [o.to_dict() for o in kept],
             "dropped_candidates": [o.to_dict() for o in self.dropped],
         }
+
+    def _rewrite_summary(self, kept: list[Outcome]) -> dict:
+        fallbacks = [o.instruction_reason for o in kept if o.instruction_reason]
+        return {**self.rewrite, "rewritten": sum(o.instruction == "rewritten" for o in kept),
+                "deterministic": len(kept) - sum(o.instruction == "rewritten" for o in kept),
+                "deterministic_by_reason": dict(Counter(fallbacks).most_common())}
 
 
 def interleave(gens: list[Iterator[Mutation]]) -> Iterator[Mutation]:
@@ -143,14 +159,22 @@ def interleave(gens: list[Iterator[Mutation]]) -> Iterator[Mutation]:
 def derive(yard, image_ref: str, *, kinds: list[str], n: int, seed: int, out: Path, workers: int = 2,
            max_candidates: int | None = None, on_event: Callable[[str, object], None] | None = None,
            cancel: threading.Event | None = None, guided: bool = True, budget_s: float | None = None,
-           baseline_timeout: float = facts_mod.BASELINE_TIMEOUT) -> Report:
+           baseline_timeout: float = facts_mod.BASELINE_TIMEOUT, rewrite_model: str | None = None,
+           base_url: str | None = None, api_key: str | None = None, rewrite_concurrency: int = 4) -> Report:
     """Derive up to `n` validated tasks from a verified setup image into `out`. Raises EnvyardError on bad input
     (NotASetupImage, ImageNotFound, BadInput); KeyboardInterrupt leaves nothing behind but finished tasks.
     `guided=False` skips the traced baseline run (every site is tried, with the whole suite): for comparison.
-    `budget_s`: no new candidate starts that many seconds after the baseline (the benchmark's bound per image)."""
+    `budget_s`: no new candidate starts that many seconds after the baseline (the benchmark's bound per image).
+    `rewrite_model`: an OpenAI-compatible endpoint (`base_url`, else $OPENAI_BASE_URL; `api_key`, else
+    $OPENAI_API_KEY) rewrites each kept task's instruction, `rewrite_concurrency` at once (derive/rewrite.py)."""
     if n < 1:
         raise BadInput(f"--n must be at least 1, got {n}")
     check_out(out)
+    rewriter = None
+    if rewrite_model is not None:  # a bad configuration fails now, before any sandbox runs
+        from .rewrite import Rewriter
+
+        rewriter = Rewriter(rewrite_model, base_url=base_url, api_key=api_key, concurrency=rewrite_concurrency)
     image = facts_mod.setup_image(yard, image_ref)
     mods, skipped = load_kinds(kinds)
     report = Report(image=image.name, seed=seed, kinds=kinds, n=n, out=str(out), skipped_kinds=skipped)
@@ -179,6 +203,8 @@ def derive(yard, image_ref: str, *, kinds: list[str], n: int, seed: int, out: Pa
         _run(yard, facts, candidates, report, out, staging, n=n, seed=seed, workers=workers,
              max_candidates=max_candidates, emit=emit, cancel=cancel, snapshots=snapshots,
              deadline=time.monotonic() + budget_s if budget_s else None)
+        if rewriter is not None:
+            _rewrite(rewriter, report, out, emit, cancel)
     except BaseException:
         cancel.set()
         report.interrupted = True
@@ -291,6 +317,20 @@ def _run(yard, facts: SourceFacts, candidates: Iterator[Mutation], report: Repor
     for o in kept[n:]:
         o.status = "surplus"
         shutil.rmtree(out / o.name, ignore_errors=True)
+
+
+def _rewrite(rewriter, report: Report, out: Path, emit, cancel: threading.Event) -> None:
+    from .rewrite import rewrite_tasks
+
+    kept = sorted(report.kept, key=lambda o: o.index)
+    emit("phase", f"rewriting {len(kept)} instructions with {rewriter.model}")
+    start = time.monotonic()
+    results = rewrite_tasks([out / o.name for o in kept], rewriter, cancel=cancel,
+                            on_done=lambda r: emit("rewritten", r))
+    for o, r in zip(kept, results):
+        o.instruction, o.instruction_reason, o.instruction_detail = r.instruction, r.reason, r.detail
+    report.rewrite = {"model": rewriter.model, "base_url": rewriter.base_url,
+                      "seconds": round(time.monotonic() - start, 2)}
 
 
 def _unique(name: str, names: set[str]) -> str:
