@@ -354,6 +354,12 @@ def test_snapshot_and_rm_a_sandbox_held_by_another_process(cli):
         r = cli("run", "clitest/snap:v1", "cat", "/tmp/marker")
         expect(r, 0)
         assert r.stdout == "from the holder\n"
+        listed = cli("images")
+        expect(listed, 0)
+        row = {name: next(line for line in listed.stdout.splitlines() if name in line)
+               for name in ("clitest/snap:v1", "host:latest")}
+        # a snapshot says it is one (and of what), rather than passing for the image it was taken of
+        assert "snapshot (host)" in row["clitest/snap:v1"] and "snapshot" not in row["host:latest"], listed.stdout
 
         assert cli.json("rm", "--json", sid) == {"removed": [sid], "errors": []}
         assert sid not in {r["id"] for r in cli.json("ps", "--json")}

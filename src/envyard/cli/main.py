@@ -250,10 +250,17 @@ def images(as_json: bool = typer.Option(False, "--json", help="Print JSON."),
         return
     t = Table("NAME", "LAYERS", "SIZE", "PROVIDER", "CREATED")
     for i in imgs:
-        t.add_row(i.name, str(len(i.layers)), f"{sizes[i.name] / 1e6:.1f} MB",
-                  str(i.config.provenance.get("provider", "snapshot")),
+        t.add_row(i.name, str(len(i.layers)), f"{sizes[i.name] / 1e6:.1f} MB", _provider(i.config.provenance),
                   time.strftime("%Y-%m-%d %H:%M", time.localtime(i.created)))
     out.print(t)
+
+
+def _provider(provenance: dict) -> str:
+    """What made the image; a snapshot says so, with what made the image it was taken of."""
+    made_by = str(provenance.get("provider", ""))
+    if provenance.get("snapshot_of"):
+        return f"snapshot ({made_by})" if made_by else "snapshot"
+    return made_by or "snapshot"
 
 
 @app.command()
