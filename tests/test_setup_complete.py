@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from envyard.setup import complete, pins
+from envyard.setup import complete, locks, pins
 from envyard.setup.evidence import gather
 from envyard.setup.interpreters import host_interpreter
 from envyard.setup.plan import Candidate, plan
@@ -154,3 +154,24 @@ def test_a_project_with_uv_lock_is_installed_and_replayed_from_it(home, tmp_path
         assert run.exit_code == 0, run.stderr[-2000:]
         freeze = sb.exec("uv pip freeze --exclude-editable", env=setup_env(), timeout=60)
     assert pins.parse_freeze(freeze.stdout) == locked
+
+
+def test_a_project_with_poetry_lock_is_installed_and_replayed_from_it(home, tmp_path):
+    out = tmp_path / "contract"
+    r = setup_cli(home, REPOS / "poetrylock_app", "--out", out, "--python", "3.11")
+    assert r.returncode == 0, r.stderr[-3000:]
+    data = json.loads(r.stdout)
+    recipe = data["recipe"]
+    # poetry.lock says iniconfig 1.1.1 (2020) and pytest 7.3.1, not the newest releases; its markers keep
+    # tomli and exceptiongroup (Python < 3.11) and colorama (Windows) out of Python 3.11's environment
+    assert {"iniconfig==1.1.1", "pytest==7.3.1", "pluggy==1.0.0"} <= set(recipe["pins"])
+    assert not [p for p in recipe["pins"] if p.split("==")[0] in ("tomli", "exceptiongroup", "colorama")]
+    assert recipe["pins_source"] == "poetry.lock" and recipe["lock_source"] == "poetry.lock" and not recipe["warnings"]
+    assert data["status"] == "verified" and data["replay"]["pins_match"] is True
+    # the contract carries the lock's constraints itself: no lock parser is needed to replay it
+    setup_sh, docker = (out / "setup.sh").read_text(), (out / "Dockerfile").read_text()
+    assert "'tomli==2.0.1 ; python_version < \"3.11\"'" in setup_sh and "iniconfig==1.1.1" in setup_sh
+    assert locks.LOCKED in setup_sh.split("UV_CONSTRAINT=", 1)[1].split(" PATH=")[0]  # exported for every step
+    assert "RUN mkdir -p /opt/envyard && printf '%s\\n' 'colorama==0.4.6 ; sys_platform == \"win32\"'" in docker
+    contract = tomllib.loads((out / "envyard.toml").read_text())
+    assert contract["pins"]["source"] == "poetry.lock" and "iniconfig==1.1.1" in contract["pins"]["versions"]

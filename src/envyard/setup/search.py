@@ -384,8 +384,12 @@ class Search:
             # pins constrain every step only when they agree with each other (installs one by one can leave an
             # environment whose requirements conflict; then resolving a step against all pins would fail)
             recipe.pins_consistent = bool(recipe.pins) and ws.sh(pins.CHECK, "/", 300).exit_code == 0
-            recipe.pins_source = ("uv.lock" if recipe.env.get("UV_CONSTRAINT") == pins.LOCK_EXPORT
-                                  else "uv pip freeze")
+            # the lock constrained the installs only when its constraints file is not empty (a lock step that
+            # could not export or install its pins empties it and says so)
+            used = bool(recipe.lock_source) and ws.sh(
+                f"test -s {shlex.quote(recipe.env.get('UV_CONSTRAINT', ''))}", "/", 60).exit_code == 0
+            recipe.pins_source, warning = pins.source(recipe.lock_source, used)
+            recipe.warnings += [warning] if warning else []
             self._say(b, "snapshot")
             b.image = ws.sb.snapshot()
         b.reason = b.reason or first_failure(b.levels)
