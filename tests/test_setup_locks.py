@@ -142,6 +142,16 @@ groups = ["main"]
 files = []
 
 [[package]]
+name = "pytest-cov"
+version = "5.0.0"
+description = "Pytest plugin for measuring coverage."
+optional = true
+python-versions = ">=3.8"
+groups = ["main"]
+markers = "extra == \\"test\\""
+files = []
+
+[[package]]
 name = "vendored"
 version = "1.0"
 description = ""
@@ -153,6 +163,9 @@ files = []
 [package.source]
 type = "file"
 url = "vendor/vendored-1.0.tar.gz"
+
+[extras]
+test = ["pytest-cov"]
 
 [metadata]
 lock-version = "2.1"
@@ -242,6 +255,7 @@ def test_poetry_2_lock_keeps_markers_and_tells_two_versions_of_one_name_apart():
         'colorama==0.4.6 ; platform_system == "Windows" or sys_platform == "win32"',  # either group's marker
         'numpy==1.24.4 ; python_version < "3.9"',
         'numpy==2.0.2 ; python_version >= "3.9"',
+        "pytest-cov==5.0.0",  # its `extra == "test"` marker would make the pin never apply
         "typing-extensions==4.12.2"]
     assert locked.skipped == ["vendored: a file source, not a registry distribution"]
 

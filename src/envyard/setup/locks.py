@@ -6,7 +6,9 @@ has one (poetry's lock-version 2.1 `markers`, PDM's `marker`). The result is wri
 plain shell step (`printf` of the lines), so setup.sh and the Dockerfile stay self-contained.
 
 Markers matter only when a name is locked at several versions (one per Python range, say): a constraint applies
-only to what gets installed, so a pin for a package this interpreter never installs is harmless. Entries that
+only to what gets installed, so a pin for a package this interpreter never installs is harmless. That is why a
+marker naming an extra (poetry's `extra == "test"` on optional packages) is dropped when the name has one version:
+in a constraints file no extra is active, so the pin would never apply. Entries that
 are not registry distributions (git, url, file, directory sources, or another index) are left out, with the
 reason. A file that cannot be read, or a lock format this module does not know, is not used at all (LockError).
 """
@@ -23,6 +25,7 @@ from packaging.version import InvalidVersion, Version
 
 LOCKED = "/opt/envyard/locked.txt"  # the constraints file a poetry.lock or pdm.lock becomes
 CHECK_LOG = "/tmp/envyard-lock-check.txt"
+EXTRA = re.compile(r"\bextra\s*[=!]=|[=!]=\s*extra\b")  # poetry marks optional packages with their extras
 NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 # the lock formats this reader knows: poetry's lock-version 1.x (Poetry < 1.3) and 2.x; PDM's lock_version 3.x, 4.x
 POETRY_MAJORS = (1, 2)
@@ -106,6 +109,8 @@ def parse(tool: str, text: str) -> Locked:
             # one version under several markers: any of them (a marker-less entry holds everywhere)
             marker = None if None in markers else " or ".join(f"({m})" for m in dict.fromkeys(markers)) \
                 if len(set(markers)) > 1 else markers[0]
+            if marker and len(by_version) == 1 and EXTRA.search(marker):
+                marker = None  # `extra == ...` is false in a constraints file: the pin would never apply
             out.pins.append(f"{name}=={ver}" + (f" ; {marker}" if marker else ""))
     return out
 
