@@ -383,7 +383,7 @@ def test_pins_come_from_the_lock_only_when_its_step_left_constraints():
     assert pins.source("poetry.lock", True) == ("poetry.lock", "")
     src, warning = pins.source("pdm.lock", False)
     assert src == "uv pip freeze"
-    assert warning.startswith("pdm.lock not used: its pins could not be exported or installed")
+    assert warning.startswith("pdm.lock not used: its pins could not be exported, could not be installed here")
     assert pins.source("", False) == ("uv pip freeze", "")
 
 
@@ -398,3 +398,17 @@ def test_the_setup_report_shows_the_warnings():
     console = Console(record=True, width=200)
     _print_result(console, SetupResult("demo", None, -1, [], recipe), "/tmp/contract")
     assert "warning: poetry.lock not used: not valid TOML (Expected '=' at line 1)" in console.export_text()
+
+
+def test_a_resolution_that_fails_on_a_locked_pin_names_it(venv):
+    # a stale lock: it says iniconfig 1.1.1, the project now requires iniconfig>=2 (uv's own message)
+    constraints = 'iniconfig==1.1.1\ntomli==2.0.1 ; python_version < "3.11"\n'
+    (venv / "stale.txt").write_text(constraints)
+    env = {**os.environ, "VIRTUAL_ENV": str(venv / "venv"), "UV_CONSTRAINT": str(venv / "stale.txt")}
+    r = subprocess.run(["uv", "pip", "install", "--dry-run", "iniconfig>=2"], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode != 0
+    assert pins.lock_conflict(r.stdout + r.stderr, constraints) == "iniconfig==1.1.1"
+    # the same failure with a pin the lock does not have, or another kind of failure, is not the lock's
+    assert pins.lock_conflict(r.stdout + r.stderr, "six==1.16.0\n") is None
+    assert pins.lock_conflict("error: Failed to build `demo`", constraints) is None

@@ -40,8 +40,19 @@ def source(lock_source: str, used: bool) -> tuple[str, str]:
     constraints file empty (it could not be exported, or its pins cannot be installed here)."""
     if lock_source and used:
         return lock_source, ""
-    return "uv pip freeze", (f"{lock_source} not used: its pins could not be exported or installed here "
-                             "(the log says why); the versions that passed are pinned instead" if lock_source else "")
+    return "uv pip freeze", (f"{lock_source} not used: its pins could not be exported, could not be installed "
+                             "here, or conflicted with the project's requirements (the log and repairs say which); "
+                             "the versions that passed are pinned instead" if lock_source else "")
+
+
+def lock_conflict(output: str, constraints: str) -> str | None:
+    """The locked `name==version` a failed resolution names (uv: "No solution found ... you require
+    iniconfig>=2 and iniconfig==1.1.1"), when a pin of the lock's constraints file is to blame; else None."""
+    if "No solution found" not in output:
+        return None
+    locked = {line.split(";")[0].strip().lower() for line in constraints.splitlines() if "==" in line}
+    return next((p for p in re.findall(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]*[A-Za-z0-9]", output)
+                 if p.lower() in locked), None)
 
 
 def parse_freeze(stdout: str) -> list[str]:

@@ -2,8 +2,9 @@
 
 A candidate is an interpreter (from a provider, see interpreters.py) plus an optional dependency time cut-off
 (`uv pip install --exclude-newer DATE`, the source's release date). `candidates` ranks them; `plan` turns one
-into a recipe: apt packages, a venv, requirements files, the project in editable mode with its test-like
-extras, test-like dependency groups, and the test runner with the plugins its configuration needs.
+into a recipe: apt packages, a venv, the project's lock as constraints (uv.lock, poetry.lock or pdm.lock),
+requirements files, the project in editable mode with its test-like extras, test-like dependency groups, and
+the test runner with the plugins its configuration needs.
 """
 
 from __future__ import annotations
