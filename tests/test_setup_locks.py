@@ -295,6 +295,10 @@ def test_a_lock_that_cannot_be_read_raises_a_lock_error(tool, text, message):
         locks.parse(tool, text)
 
 
+def test_a_lock_version_written_as_a_number_is_read():
+    assert locks.parse("poetry", POETRY_1.replace('lock-version = "1.1"', "lock-version = 1.1")).pins
+
+
 def test_bad_entries_are_skipped_one_by_one():
     text = PDM + ('\n[[package]]\nname = "weird"\nversion = "not a version"\n'
                   '\n[[package]]\nname = "badmarker"\nversion = "1.0"\nmarker = "python_version <<< 3"\n'

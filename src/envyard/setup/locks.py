@@ -63,6 +63,7 @@ def parse(tool: str, text: str) -> Locked:
         raise LockError("no [metadata] table: not a lock file written by the tool")
     key, majors = ("lock-version", POETRY_MAJORS) if tool == "poetry" else ("lock_version", PDM_MAJORS)
     version = meta.get(key)
+    version = str(version) if isinstance(version, (int, float)) and not isinstance(version, bool) else version
     if not isinstance(version, str) or not re.match(r"^\d+(\.\d+)*$", version):
         raise LockError(f"[metadata] has no {key}")
     if int(version.split(".")[0]) not in majors:
