@@ -171,6 +171,8 @@ def _print_result(out, result, contract) -> None:
                   + (f" · pass ratio {result.pass_ratio:.2f}" if result.pass_ratio is not None else ""))
     for rep in result.repairs:
         out.print(f"  repair: {escape(rep)}")
+    for w in (r.warnings if r is not None else []):
+        out.print(f"[yellow]warning[/]: {escape(w)}")
     c = result.completion
     if c.get("ran"):
         out.print(f"completeness pass: {'kept' if c.get('kept') else 'rolled back'} ({escape(str(c.get('detail')))})"

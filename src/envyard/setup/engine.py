@@ -413,7 +413,8 @@ def _toml(result: SetupResult, ev: Evidence) -> str:
              f"verified = {'true' if result.verified else 'false'}", f"status = {q(result.status)}",
              f"replay = {q(result.replay.get('detail', 'not run (below L3)'))}",
              f"missing_imports = {result.missing_imports if result.missing_imports is not None else -1}",
-             f"missing_modules = {json.dumps(result.missing_modules[:200])}", ""]
+             f"missing_modules = {json.dumps(result.missing_modules[:200])}",
+             f"warnings = {json.dumps(result.recipe.warnings if result.recipe is not None else [])}", ""]
     c = result.completion
     if c:
         lines += ["[completeness]  # the completeness pass: what the code imports, installed (a transaction)",

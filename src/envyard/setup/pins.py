@@ -14,7 +14,9 @@ such a conflict the pins are not a constraint, and only the exact install at the
 
 A project that ships `uv.lock` is installed from it from the start: the recipe's first install step exports the
 lock (`uv export --frozen`, every extra and group, markers kept) to LOCK_EXPORT, which constrains every install
-of the search, so what passes is what the project locked, and the replay installs the same.
+of the search, so what passes is what the project locked, and the replay installs the same. A `poetry.lock` or
+`pdm.lock` (without a uv.lock) is read on the host instead and written as constraints by the same kind of step
+(locks.py). A lock step that cannot export or install its pins leaves an empty file: the lock is not used.
 """
 
 from __future__ import annotations
@@ -31,6 +33,26 @@ CHECK = "uv pip check"
 UV_LOCK_EXPORT = (f"mkdir -p /opt/envyard && (uv export --frozen --no-hashes --all-extras --all-groups --no-emit-project "
                   f"--no-emit-workspace --no-header --no-annotate -o {LOCK_EXPORT} >/dev/null || {{ echo 'envyard: "
                   f"uv.lock could not be exported: not used' >&2; : > {LOCK_EXPORT}; }})")
+
+
+def source(lock_source: str, used: bool) -> tuple[str, str]:
+    """Where the pins come from, and a warning when the project's lock was planned but its step left the
+    constraints file empty (it could not be exported, or its pins cannot be installed here)."""
+    if lock_source and used:
+        return lock_source, ""
+    return "uv pip freeze", (f"{lock_source} not used: its pins could not be exported, could not be installed "
+                             "here, or conflicted with the project's requirements (the log and repairs say which); "
+                             "the versions that passed are pinned instead" if lock_source else "")
+
+
+def lock_conflict(output: str, constraints: str) -> str | None:
+    """The locked `name==version` a failed resolution names (uv: "No solution found ... you require
+    iniconfig>=2 and iniconfig==1.1.1"), when a pin of the lock's constraints file is to blame; else None."""
+    if "No solution found" not in output:
+        return None
+    locked = {line.split(";")[0].strip().lower() for line in constraints.splitlines() if "==" in line}
+    return next((p for p in re.findall(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]*[A-Za-z0-9]", output)
+                 if p.lower() in locked), None)
 
 
 def parse_freeze(stdout: str) -> list[str]:

@@ -2,8 +2,9 @@
 
 A candidate is an interpreter (from a provider, see interpreters.py) plus an optional dependency time cut-off
 (`uv pip install --exclude-newer DATE`, the source's release date). `candidates` ranks them; `plan` turns one
-into a recipe: apt packages, a venv, requirements files, the project in editable mode with its test-like
-extras, test-like dependency groups, and the test runner with the plugins its configuration needs.
+into a recipe: apt packages, a venv, the project's lock as constraints (uv.lock, poetry.lock or pdm.lock),
+requirements files, the project in editable mode with its test-like extras, test-like dependency groups, and
+the test runner with the plugins its configuration needs.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Callable
 
 from packaging.version import Version
 
-from . import pins, services
+from . import locks, pins, services
 from .evidence import Evidence
 from .interpreters import TOOLS_BIN, Interpreter, NoPython, install_failure, install_with_uv, minor
 from .runners import default_runner
@@ -75,7 +76,9 @@ class Recipe:
     notes: list[str] = field(default_factory=list)
     pins: list[str] = field(default_factory=list)  # name==version of the environment that passed (pins.py)
     pins_consistent: bool = False  # `uv pip check` passed: the pins also constrain every install step
-    pins_source: str = ""  # "uv pip freeze" of the final environment, or "uv.lock" when it was installed from it
+    pins_source: str = ""  # "uv pip freeze" of the final environment, or the lock file it was installed from
+    lock_source: str = ""  # the lock file (uv.lock, poetry.lock, pdm.lock) whose versions constrain every install
+    warnings: list[str] = field(default_factory=list)  # shown in the setup report (e.g. a lock file not used)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -212,6 +215,34 @@ def _quote_reqs(reqs: list[str]) -> str:
     return " ".join(shlex.quote(r) for r in reqs)
 
 
+def _lock_step(ev: Evidence, r: Recipe) -> None:
+    """Constrain every install to the versions the project locked: uv.lock is exported by uv in the sandbox;
+    poetry.lock or pdm.lock (when there is no uv.lock) is read here and written there (locks.py). A lock that
+    cannot be read is not used, with a warning."""
+    tools = ev.values("lock_file")
+    if "uv" in tools and (ev.root / "uv.lock").is_file():
+        r.steps.append(Step("lock", pins.UV_LOCK_EXPORT, "lock_file: uv.lock (every install is constrained to it)"))
+        r.env["UV_CONSTRAINT"], r.lock_source = pins.LOCK_EXPORT, "uv.lock"
+        return
+    tool = next((t for t in ("poetry", "pdm") if t in tools and (ev.root / f"{t}.lock").is_file()), None)
+    if tool is None:
+        return
+    try:
+        locked = locks.parse(tool, (ev.root / f"{tool}.lock").read_text(encoding="utf-8", errors="replace"))
+    except (locks.LockError, OSError) as e:
+        r.warnings.append(f"{tool}.lock not used: {e}")
+        return
+    if locked.skipped:
+        r.notes.append(f"{tool}.lock: not pinned: " + "; ".join(locked.skipped[:20])
+                       + (f" (and {len(locked.skipped) - 20} more)" if len(locked.skipped) > 20 else ""))
+    if not locked.pins:
+        r.warnings.append(f"{tool}.lock not used: it pins no registry distribution")
+        return
+    r.steps.append(Step("lock", locks.step_command(locked, cutoff_flags(r.cutoff)),
+                        f"lock_file: {tool}.lock, {len(locked.pins)} pins (every install is constrained to it)"))
+    r.env["UV_CONSTRAINT"], r.lock_source = locks.LOCKED, f"{tool}.lock"
+
+
 def plan(ev: Evidence, cand: Candidate) -> Recipe:
     interp = cand.interpreter
     r = Recipe(interp, cand.cutoff)
@@ -220,9 +251,7 @@ def plan(ev: Evidence, cand: Candidate) -> Recipe:
                         f"interpreter: {interp.label}"))
     if cand.cutoff:
         r.notes.append(f"dependencies as of {cand.cutoff} (uv --exclude-newer)")
-    if "uv" in ev.values("lock_file") and (ev.root / "uv.lock").is_file():  # the versions the project locked
-        r.steps.append(Step("lock", pins.UV_LOCK_EXPORT, "lock_file: uv.lock (every install is constrained to it)"))
-        r.env["UV_CONSTRAINT"] = pins.LOCK_EXPORT
+    _lock_step(ev, r)
     apt = sorted({f.value["name"] for f in ev.of("system_package")
                   if isinstance(f.value, dict) and f.value.get("when", "always") == "always"})
     if apt:

@@ -31,6 +31,7 @@ PYTHONS = [Version("2.7")] + [Version(f"3.{m}") for m in range(0, 21)]
 @dataclass(frozen=True)
 class Fix:
     kind: str  # apt | apt_drop | drop | pip | build_deps | legacy_setuptools | cutoff | python | retry | env
+    #            | lock_drop (search.py: a stale lock stops constraining the installs)
     args: tuple[str, ...]  # Debian packages, requirements, NAME=VALUE, or ("older"|"newer", constraint)
     rule: str  # id of the table rule that matched
     why: str  # one line for humans, quoting the matched signature

@@ -384,8 +384,12 @@ class Search:
             # pins constrain every step only when they agree with each other (installs one by one can leave an
             # environment whose requirements conflict; then resolving a step against all pins would fail)
             recipe.pins_consistent = bool(recipe.pins) and ws.sh(pins.CHECK, "/", 300).exit_code == 0
-            recipe.pins_source = ("uv.lock" if recipe.env.get("UV_CONSTRAINT") == pins.LOCK_EXPORT
-                                  else "uv pip freeze")
+            # the lock constrained the installs only when its constraints file is not empty (a lock step that
+            # could not export or install its pins empties it and says so)
+            used = bool(recipe.lock_source) and ws.sh(
+                f"test -s {shlex.quote(recipe.env.get('UV_CONSTRAINT', ''))}", "/", 60).exit_code == 0
+            recipe.pins_source, warning = pins.source(recipe.lock_source, used)
+            recipe.warnings += [warning] if warning else []
             self._say(b, "snapshot")
             b.image = ws.sb.snapshot()
         b.reason = b.reason or first_failure(b.levels)
@@ -417,7 +421,8 @@ class Search:
         retries = 0
         base, carried = recipe.steps[i], []  # requirements left out stay left out while the next fix is tried
         for _ in range(MAX_REPAIRS):
-            fixes = [f for f in diagnose(r.stdout + r.stderr, stage="install", local=frozenset(recipe.packages))
+            fixes = [f for f in [*self._lock_conflict(ws, recipe, r.stdout + r.stderr),
+                                 *diagnose(r.stdout + r.stderr, stage="install", local=frozenset(recipe.packages))]
                      if (f.kind, f.args) not in tried]
             self._note_bug(b, r.stdout + r.stderr, "install", final=not fixes)
             if not fixes:
@@ -455,9 +460,21 @@ class Search:
                 base, carried = step, before
         return r, 1
 
+    def _lock_conflict(self, ws: Workspace, recipe: Recipe, output: str) -> list[Fix]:
+        """A resolution that fails on a pin of the project's lock (a stale lock, whose versions the project's
+        requirements now exclude): the fix is to stop using the lock, as when it cannot be exported."""
+        path = recipe.env.get("UV_CONSTRAINT", "") if recipe.lock_source else ""
+        if not path or "No solution found" not in output:
+            return []
+        pin = pins.lock_conflict(output, ws.sh(f"cat {shlex.quote(path)}", "/", 60).stdout)
+        return [Fix("lock_drop", (path,), "lock-conflict", f"{recipe.lock_source} pins {pin}, which the "
+                    "requirements exclude: the lock is not used")] if pin else []
+
     def _fix_steps(self, fix: Fix, recipe: Recipe, failed: Step, ws: Workspace) -> tuple[list[Step], Step]:
         """A fix as recipe steps: what to run first, and the failed step as it should run again."""
         why = f"repair ({fix.rule}): {fix.why}"
+        if fix.kind == "lock_drop":  # an empty constraints file: every later install resolves freely
+            return [Step("repair", f": > {shlex.quote(fix.args[0])}", why)], failed
         if fix.kind == "apt":
             return [apt_step(fix.args, why)], failed
         if fix.kind == "apt_drop" and failed.command.startswith(APT_INSTALL):
