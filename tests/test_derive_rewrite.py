@@ -12,10 +12,10 @@ import sys
 import threading
 import time
 import tomllib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from chatstandin import ChatStandIn
 
 from envyard.derive.mutation import Mutation, SourceFacts
 from envyard.derive.rewrite import DETERMINISTIC, Rewriter, rewrite_task, rewrite_tasks
@@ -55,63 +55,36 @@ def polite(instruction: str) -> str:
     return "\n".join(lines)
 
 
-class StandIn:
-    """POST /v1/chat/completions. `reply(instruction)` gives each answer: a str (the rewrite), a dict (a raw body),
-    bytes (sent raw), ("status", code, body) or ("sleep", seconds). Keeps every request and the most requests
-    that were ever in flight at once."""
+class StandIn(ChatStandIn):
+    """`reply(instruction)` gives each answer: a str (the rewrite), a dict (a raw body), bytes (sent raw),
+    ("status", code, body) or ("sleep", seconds). Keeps every request and the most requests that were ever in
+    flight at once."""
 
     def __init__(self, reply=polite):
         self.reply = reply
         self.requests: list[dict] = []
         self.inflight = self.max_inflight = 0
         self.lock = threading.Lock()
-        self.stop = threading.Event()
-        standin = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
-                with standin.lock:
-                    standin.requests.append(body)
-                    standin.inflight += 1
-                    standin.max_inflight = max(standin.max_inflight, standin.inflight)
-                try:
-                    step = standin.reply(body["messages"][-1]["content"])
-                    if isinstance(step, tuple) and step[0] == "sleep":
-                        standin.stop.wait(step[1])
-                        step = polite(body["messages"][-1]["content"])
-                    if isinstance(step, tuple) and step[0] == "status":
-                        return self.send(step[1], step[2])
-                    if isinstance(step, str):
-                        step = completion(step)
-                    self.send(200, step if isinstance(step, bytes) else json.dumps(step).encode())
-                finally:
-                    with standin.lock:
-                        standin.inflight -= 1
-
-            def send(self, code: int, data: bytes):
-                try:
-                    self.send_response(code)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:  # the client gave up (timeout test)
-                    pass
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.server.block_on_close = False
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def close(self):
-        self.stop.set()
-        self.server.shutdown()
-        self.server.server_close()
+    def answer(self, body: dict) -> tuple[int, bytes]:
+        with self.lock:
+            self.requests.append(body)
+            self.inflight += 1
+            self.max_inflight = max(self.max_inflight, self.inflight)
+        try:
+            step = self.reply(body["messages"][-1]["content"])
+            if isinstance(step, tuple) and step[0] == "sleep":
+                self.stop.wait(step[1])
+                step = polite(body["messages"][-1]["content"])
+            if isinstance(step, tuple) and step[0] == "status":
+                return step[1], step[2]
+            if isinstance(step, str):
+                step = completion(step)
+            return 200, step if isinstance(step, bytes) else json.dumps(step).encode()
+        finally:
+            with self.lock:
+                self.inflight -= 1
 
 
 @pytest.fixture

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from chatstandin import ChatStandIn
 
 from envyard.envs import SUBMIT, load_task, run_episode
 from envyard.envs.openai_policy import NUDGE, OpenAIPolicy, PolicyError, fit_context, message_chars, truncate_middle
@@ -38,8 +37,8 @@ def bash(command: str) -> dict:
 SUBMIT_REPLY = completion(("submit", {}))
 
 
-class StandIn:
-    """POST /v1/chat/completions answers from a script; every request body is kept in `requests`.
+class StandIn(ChatStandIn):
+    """Answers from a script; every request body is kept in `requests`.
 
     A script entry is a dict (sent as JSON), bytes (sent raw with HTTP 200), ("sleep", seconds) or
     ("status", code, body)."""
@@ -47,47 +46,17 @@ class StandIn:
     def __init__(self):
         self.script: list = []
         self.requests: list[dict] = []
-        self.stop = threading.Event()
-        standin = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
-                if self.path != "/v1/chat/completions":
-                    return self.reply(404, b'{"error": {"message": "not found"}}')
-                standin.requests.append(body)
-                step = standin.script.pop(0) if standin.script else SUBMIT_REPLY
-                if isinstance(step, tuple) and step[0] == "sleep":
-                    standin.stop.wait(step[1])
-                    return self.reply(200, json.dumps(SUBMIT_REPLY).encode())
-                if isinstance(step, tuple) and step[0] == "status":
-                    return self.reply(step[1], step[2])
-                self.reply(200, step if isinstance(step, bytes) else json.dumps(step).encode())
-
-            def reply(self, code: int, data: bytes):
-                try:
-                    self.send_response(code)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:  # the client gave up (timeout test)
-                    pass
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.server.block_on_close = False
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.stop.set()
-        self.server.shutdown()
-        self.server.server_close()
+    def answer(self, body: dict) -> tuple[int, bytes]:
+        self.requests.append(body)
+        step = self.script.pop(0) if self.script else SUBMIT_REPLY
+        if isinstance(step, tuple) and step[0] == "sleep":
+            self.stop.wait(step[1])
+            return 200, json.dumps(SUBMIT_REPLY).encode()
+        if isinstance(step, tuple) and step[0] == "status":
+            return step[1], step[2]
+        return 200, step if isinstance(step, bytes) else json.dumps(step).encode()
 
 
 @pytest.fixture
