@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import threading
 from pathlib import Path
 from typing import Optional
@@ -113,20 +112,16 @@ def _image_of(source: str, yard, err) -> str:
     if not is_path:
         return source
     from ..setup.engine import setup_directory
+    from .setup import default_image_name
     from ..setup.sources_fetch import fetch
     from ..store import parse_image_name
 
     fetched = fetch(source, None)
     try:
-        if fetched is not None:
-            src = fetched.root
-            label = f"{fetched.name}-{fetched.version}" if fetched.version else fetched.name
-        else:
-            src = Path(source)
-            if not src.is_dir():
-                raise BadInput(f"{source}: not a directory, pypi:NAME==VERSION or an image name")
-            label = src.resolve().name
-        name = parse_image_name("setup/" + re.sub(r"[^a-z0-9._-]", "-", label.lower()).strip("-."))
+        src = fetched.root if fetched is not None else Path(source)
+        if not src.is_dir():
+            raise BadInput(f"{source}: not a directory, pypi:NAME==VERSION or an image name")
+        name = parse_image_name(default_image_name(src, fetched))
         with err.status(escape(f"envyard setup {source} → {name}")):
             result, _ = setup_directory(yard, src, name)
     finally:

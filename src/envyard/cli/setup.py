@@ -15,6 +15,12 @@ from rich.table import Table
 from ..errors import BadInput, EnvyardError
 
 
+def default_image_name(src: Path, fetched=None) -> str:
+    """`setup/<project>`: from a fetched release's name and version, else from the directory's name."""
+    label = (f"{fetched.name}-{fetched.version}" if fetched.version else fetched.name) if fetched else src.resolve().name
+    return "setup/" + re.sub(r"[^a-z0-9._-]", "-", label.lower()).strip("-.")
+
+
 def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
     @app.command()
     def setup(
@@ -62,16 +68,11 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                 check_contract_dir(out_dir)  # before any work: a bad --out must not cost a whole run
             with err.status(escape(f"fetching {source}")):
                 fetched = fetch(source, rev)
-            if fetched is not None:
-                src = fetched.root
-                label = f"{fetched.name}-{fetched.version}" if fetched.version else fetched.name
-            else:
-                src = Path(source)
-                if not src.is_dir():
-                    raise BadInput(f"{source}: not a directory, archive, git repository or pypi:NAME",
-                                   fix="give a project checkout, a .tar.gz/.zip, a git URL, or pypi:NAME")
-                label = src.resolve().name
-            image = parse_image_name(name or "setup/" + re.sub(r"[^a-z0-9._-]", "-", label.lower()).strip("-."))
+            src = fetched.root if fetched is not None else Path(source)
+            if not src.is_dir():
+                raise BadInput(f"{source}: not a directory, archive, git repository or pypi:NAME",
+                               fix="give a project checkout, a .tar.gz/.zip, a git URL, or pypi:NAME")
+            image = parse_image_name(name or default_image_name(src, fetched))
             out_dir = out_dir or Path("envyard-contract") / image.split(":")[0].replace("/", "-")
             check_contract_dir(out_dir)
             yard = make_yard()
