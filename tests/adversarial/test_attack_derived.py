@@ -164,12 +164,17 @@ def test_a_forged_junit_report_disagreeing_with_pytests_exit_status_scores_zero(
 
 @pytest.mark.xfail(strict=True, reason="in-process tampering: code the tests import can patch pytest itself; "
                                        "no filter of files stops it (docs/derive.md, Limits)")
-@pytest.mark.parametrize("where", ["code-under-test", "tests-package-init"])
+@pytest.mark.parametrize("where", ["code-under-test", "tests-package-init", "forged-report-and-exit-0"])
 def test_code_the_tests_import_patching_pytest_scores_zero(derived, where):
     _, task_dir = derived
     w = wd(task_dir)
-    path = f"{w}/src/minilib/__init__.py" if where == "code-under-test" else f"{w}/tests/__init__.py"
-    ep = play(derived, write(path, IN_PROCESS, append=True))
+    code = IN_PROCESS
+    if where == "forged-report-and-exit-0":  # a report of its own, then pytest's exit status 0 forced
+        ids = json.loads((task_dir / "tests" / "expect.json").read_text())["expect_pass"]
+        code = FAKE_JUNIT.replace("{ids}", repr(ids)) + "def _exit_0():\n    _forge()\n    import os\n    os._exit(0)\n" \
+            "if 'pytest' in _s.modules:\n    _a.register(_exit_0)\n"
+    path = f"{w}/tests/__init__.py" if where == "tests-package-init" else f"{w}/src/minilib/__init__.py"
+    ep = play(derived, write(path, code, append=True))
     assert (ep.reward, ep.infra_error) == (0.0, None), ep
 
 
