@@ -211,3 +211,24 @@ def test_the_judge_requires_pytests_exit_status_to_agree_with_its_report(tmp_pat
     got = _judge(tmp_path, cases, exit_code)
     assert got["reward"] == reward
     assert ("contradiction" in got) == (reward == 0.0)
+
+
+def test_the_filter_drops_only_new_configs_that_pytest_reads(tmp_path):
+    """A new pyproject.toml/tox.ini/setup.cfg is dropped only when it holds a pytest section; a module named like
+    one pytest imports as it starts is dropped from a project dir but kept in site-packages (a reinstall)."""
+    from envyard.envs.carry import Carried, filter_carried
+
+    image, layer = tmp_path / "image", tmp_path / "layer"
+    (image / "w").mkdir(parents=True)
+    files = {"w/a/pyproject.toml": "[project]\nname = 'a'\n", "w/b/pyproject.toml": "[tool.pytest.ini_options]\n",
+             "w/c/tox.ini": "[tox]\n", "w/d/tox.ini": "[pytest]\naddopts = -p x\n", "w/e/setup.cfg": "[metadata]\n",
+             "w/f/setup.cfg": "[tool:pytest]\n", "w/g/pytest.toml": "", "w/pygments/__init__.py": "",
+             "w/attr.py": "", "opt/env/lib/python3.11/site-packages/packaging/__init__.py": ""}
+    for rel, text in files.items():
+        (layer / rel).parent.mkdir(parents=True, exist_ok=True)
+        (layer / rel).write_text(text)
+    result = Carried(layer)
+    filter_carried(layer, [image], [], result)
+    kept = {rel for rel in files if (layer / rel).exists()}
+    assert kept == {"w/a/pyproject.toml", "w/c/tox.ini", "w/e/setup.cfg",
+                    "opt/env/lib/python3.11/site-packages/packaging/__init__.py"}, result.dropped
