@@ -45,8 +45,9 @@ SHADOW = IN_PROCESS + ("import importlib as _i, os as _o, sys as _s\n_s.modules.
 # Code under test that writes a JUnit report of its own as the run ends (pytest's exit status stays 1).
 FAKE_JUNIT = ("\nimport atexit as _a, sys as _s\ndef _forge():\n    ids = {ids}\n"
               "    cases = ''.join('<testcase classname=\"%s\" name=\"%s\"/>' % tuple(i.split('::', 1)) for i in ids)\n"
-              "    open('/tmp/envyard-derive-junit.xml', 'w').write('<testsuites><testsuite>%s</testsuite></testsuites>'"
-              " % cases)\nif 'pytest' in _s.modules:\n    _a.register(_forge)\n")
+              "    open('/tmp/envyard-derive-junit.xml', 'w')"
+              ".write('<testsuites><testsuite>%s</testsuite></testsuites>' % cases)\n"
+              "if 'pytest' in _s.modules:\n    _a.register(_forge)\n")
 
 
 def cli(home, *args, timeout=900):
@@ -171,8 +172,9 @@ def test_code_the_tests_import_patching_pytest_scores_zero(derived, where):
     code = IN_PROCESS
     if where == "forged-report-and-exit-0":  # a report of its own, then pytest's exit status 0 forced
         ids = json.loads((task_dir / "tests" / "expect.json").read_text())["expect_pass"]
-        code = FAKE_JUNIT.replace("{ids}", repr(ids)) + "def _exit_0():\n    _forge()\n    import os\n    os._exit(0)\n" \
-            "if 'pytest' in _s.modules:\n    _a.register(_exit_0)\n"
+        code = FAKE_JUNIT.replace("{ids}", repr(ids)) + ("def _exit_0():\n    _forge()\n    import os\n"
+                                                         "    os._exit(0)\nif 'pytest' in _s.modules:\n"
+                                                         "    _a.register(_exit_0)\n")
     path = f"{w}/tests/__init__.py" if where == "tests-package-init" else f"{w}/src/minilib/__init__.py"
     ep = play(derived, write(path, code, append=True))
     assert (ep.reward, ep.infra_error) == (0.0, None), ep

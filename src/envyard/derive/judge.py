@@ -1,7 +1,8 @@
 """The verifier's judge, run inside the verifier's sandbox as `python -I judge.py` (standard library only: it
 is copied into every derived task as tests/judge.py). It reads one test run's per-test statuses — pytest's JUnit
 XML, or unittest's verbose lines for the other runners — and scores 1 when every test the task expects to pass
-passed (and, for pytest, its exit status agrees with its report), else 0. The host reads the same report during validation, so what validated is what the task runs.
+passed (and, for pytest, its exit status agrees with its report), else 0. The host reads the same report
+during validation, so what validated is what the task runs.
 
     judge.py EXPECT.json JUNIT OUTPUT EXIT_CODE → writes /logs/verifier/reward.json (numbers only) and
     judge.json (the tests not passed, every status), prints a summary
