@@ -1,7 +1,8 @@
 """The verifier's judge, run inside the verifier's sandbox as `python -I judge.py` (standard library only: it
 is copied into every derived task as tests/judge.py). It reads one test run's per-test statuses — pytest's JUnit
 XML, or unittest's verbose lines for the other runners — and scores 1 when every test the task expects to pass
-passed, else 0. The host reads the same report during validation, so what validated is what the task runs.
+passed (and, for pytest, its exit status agrees with its report), else 0. The host reads the same report
+during validation, so what validated is what the task runs.
 
     judge.py EXPECT.json JUNIT OUTPUT EXIT_CODE → writes /logs/verifier/reward.json (numbers only) and
     judge.json (the tests not passed, every status), prints a summary
@@ -80,15 +81,33 @@ def statuses(spec, junit, output_path, exit_code):
     return found
 
 
+def disagreement(spec, got, exit_code):
+    """Why pytest's exit status contradicts its report, or None. pytest exits 0 when every test passed and 1 when
+    one failed or errored (both reported); anything else (2 interrupted, 3 internal error, 4 usage error, 5 no
+    tests) means the run did not finish as a test run. A report that a test's code rewrote as the run ended
+    while the status stayed 1 is caught here; a pytest patched in-process is not (docs/derive.md, Limits)."""
+    if spec["runner"] != "pytest":
+        return None
+    if exit_code not in (0, 1):
+        return "pytest exited %d (not a finished test run)" % exit_code
+    failed = any(v in ("failed", "error") for v in got.values())
+    if failed != (exit_code == 1):
+        return "pytest exited %d but its report has %s" % (exit_code, "failures" if failed else "no failure")
+    return None
+
+
 def main(argv):
     spec_path, junit, output_path, exit_code = argv[1], argv[2], argv[3], int(argv[4])
     with open(spec_path) as f:
         spec = json.load(f)
     got = statuses(spec, junit, output_path, exit_code)
     bad = {t: got.get(t, "missing") for t in spec["expect_pass"] if got.get(t) != "passed"}
-    reward = 0.0 if bad else 1.0
+    contradiction = disagreement(spec, got, exit_code)
+    reward = 0.0 if bad or contradiction else 1.0
     report = {"reward": reward, "expected": len(spec["expect_pass"]), "not_passed": len(bad),
               "failing": sorted(bad)[:50], "statuses": got}
+    if contradiction:
+        report["contradiction"] = contradiction
     logs = os.environ.get("ENVYARD_JUDGE_LOGS", "/logs/verifier")
     os.makedirs(logs, exist_ok=True)
     with open(os.path.join(logs, "reward.json"), "w") as f:  # numbers only: Harbor refuses anything else
@@ -97,6 +116,8 @@ def main(argv):
         json.dump(report, f)
     print("reward %s: %d of %d expected tests passed" % (reward, len(spec["expect_pass"]) - len(bad),
                                                         len(spec["expect_pass"])))
+    if contradiction:
+        print("  reward 0: " + contradiction)
     for t in sorted(bad)[:20]:
         print("  not passed: %s (%s)" % (t, bad[t]))
     return 0

@@ -19,6 +19,10 @@ from . import judge
 from .mutation import Mutation, SourceFacts
 from .testrun import JUNIT, command
 
+# What pytest reads as it starts, besides the tests: the project's copies are protected (a change is restored),
+# at any depth of the project tree; new ones are dropped by the carry filter (envs/carry.py).
+PYTEST_INPUTS = ("conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "pyproject.toml",
+                 "tox.ini", "setup.cfg")
 HIDDEN_DIR = "hidden"  # tests/hidden/<path>: the hidden test files, copied back into the project by test.sh
 DESCRIPTIONS = {  # task.toml's one-line description, per kind
     "bug": "Fix the bug that makes {n} test(s) of {image} fail.",
@@ -117,6 +121,8 @@ def test_script(facts: SourceFacts, s: Screened) -> str:
         "# envyard derive: the verifier. The hidden tests are put back, the tests run, and the judge scores 1",
         "# when every test expected to pass (expect.json: those that passed before the break) passed.",
         f"cd {wd} || exit 1",
+        # whatever the agent put in a hidden test's place (a directory, a symlink) goes first
+        *([f"rm -rf -- {' '.join(shlex.quote(p) for p in sorted(s.hidden))}"] if s.hidden else []),
         f"if [ -d /tests/{HIDDEN_DIR} ]; then cp -a /tests/{HIDDEN_DIR}/. {wd}/; fi",
         f"rm -f {JUNIT}",
         "mkdir -p /logs/verifier",
@@ -125,6 +131,12 @@ def test_script(facts: SourceFacts, s: Screened) -> str:
         f"exec {shlex.quote(facts.python)} -I /tests/judge.py /tests/expect.json {JUNIT} "
         "/logs/verifier/test-output.txt $rc",
     ]) + "\n"
+
+
+def protected_configs(workdir: str, m: Mutation) -> list[str]:
+    """Patterns for the pytest inputs of the project tree, except those the fix itself must change (a commit's)."""
+    changed = {f.rsplit("/", 1)[-1] for f in m.files}
+    return [p for n in PYTEST_INPUTS if n not in changed for p in (f"{workdir}/{n}", f"{workdir}/*/{n}")]
 
 
 def verifier_timeout(s: Screened) -> int:
@@ -157,7 +169,7 @@ def write_task(dest: Path, facts: SourceFacts, m: Mutation, s: Screened, *, seed
             "", "[verifier]", f"timeout_sec = {verifier_timeout(s)}"]
     if m.carry:
         toml.append(f"carry = {_toml(list(m.carry))}")
-    protected = [f"{facts.workdir}/{p}" for p in visible][:500]
+    protected = [*protected_configs(facts.workdir, m), *(f"{facts.workdir}/{p}" for p in visible)][:500]
     if protected:
         toml.append(f"protected = {_toml(protected)}")
     (dest / "task.toml").write_text("\n".join(toml) + "\n")

@@ -17,11 +17,14 @@ itself or would stall it:
   file), and pytest plugins registered through entry points;
 - symlinks into the verifier's own directories (an answer file pointing at the expected answer);
 - new top-level entries of a carried directory named like a module the verifier imports (the standard
-  library, the test runners) or like a test-runner config (`conftest.py`, `pytest.ini`): with the directory
-  on `sys.path` (a workdir usually is) they would shadow the real ones;
+  library, the test runners, and outside site-packages the modules pytest imports as it starts): with the
+  directory on `sys.path` (a workdir usually is) they would shadow the real ones; and new test-runner
+  configs at any depth (`conftest.py`, `pytest.ini`, `pytest.toml`, and a `pyproject.toml`, `tox.ini` or
+  `setup.cfg` holding a pytest section), which pytest would load;
 - under protected paths (system bin dirs, the standard library, the test runners' own packages, the loader;
-  plus the task's `protected` list), any change to a file of the image — it is restored — and new commands
-  that would shadow an image command earlier on PATH.
+  plus the task's `protected` list), any change to a file of the image — it is restored —, a non-directory
+  (a symlink, say) in place of an image directory holding protected files, and new commands that would
+  shadow an image command earlier on PATH.
 
 Removing an entry from the carried layer restores the image's version of it (or its absence).
 """
@@ -65,7 +68,14 @@ STARTUP_HOOKS = ("sitecustomize.py", "usercustomize.py")
 # directory with these names are dropped.
 SHADOW_MODULES = frozenset(sys.stdlib_module_names) | {"pytest", "_pytest", "pluggy", "py", "iniconfig", "nose",
                                                       "nose2", "hypothesis", "coverage"}
-RUNNER_CONFIGS = ("conftest.py", "pytest.ini", ".pytest.ini")
+# Modules pytest imports (or tries) as it starts, beyond its own packages: shadowed from a directory before
+# site-packages on sys.path (a workdir, for `python -m pytest`), they run inside pytest before any test. Dropped
+# as new top-level entries outside site-packages (where a reinstalled distribution belongs).
+PYTEST_STARTUP_IMPORTS = frozenset({"packaging", "pygments", "colorama", "exceptiongroup", "tomli", "attr", "org",
+                                    "__pypy__", "tputil"})
+RUNNER_CONFIGS = ("conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml")
+# Files pytest reads its configuration from when they hold its section: a new one with it is dropped too.
+PYTEST_SECTIONS = {"pyproject.toml": "[tool.pytest", "tox.ini": "[pytest]", "setup.cfg": "[tool:pytest]"}
 MAX_LISTED = 100  # dropped paths listed in a verdict; the rest are counted
 MAX_ENTRIES = 1_000_000  # more files than this in the agent's work scores 0 (copying them would stall)
 
@@ -230,6 +240,18 @@ def _runs_code(pth: str) -> bool:
     return any(line.startswith(("import ", "import\t")) for line in lines)
 
 
+def _has_pytest_section(name: str, full: str) -> bool:
+    """A pyproject.toml, tox.ini or setup.cfg (a regular file) that holds pytest's configuration section."""
+    header = PYTEST_SECTIONS.get(name)
+    if header is None or not os.path.isfile(full) or os.path.islink(full):
+        return False
+    try:
+        lines = Path(full).read_text(errors="replace").splitlines()
+    except OSError:
+        return True
+    return any(line.strip().replace(" ", "").startswith(header) for line in lines)
+
+
 def _without_pytest_plugins(entry_points: str) -> bool:
     """Remove a [pytest11] section (pytest's plugin auto-loading) from an entry_points.txt; True if found."""
     try:
@@ -293,11 +315,18 @@ def _drop_reason(path: str, name: str, full: str, st: os.stat_result, rel_dir: s
         return "start-up hook"
     if name == "entry_points.txt" and not _same_content(path, full, lowers) and _without_pytest_plugins(full):
         return None  # kept, without its pytest plugins
-    in_image = _image_entry(path, lowers) is not None
-    if not in_image and (name in RUNNER_CONFIGS or (not in_package and name.split(".", 1)[0] in SHADOW_MODULES)):
+    image = _image_entry(path, lowers)
+    in_image = image is not None
+    top = name.split(".", 1)[0]
+    if not in_image and (name in RUNNER_CONFIGS or _has_pytest_section(name, full)
+                         or (not in_package and top in SHADOW_MODULES)
+                         or (not in_package and top in PYTEST_STARTUP_IMPORTS and not rel_dir.endswith("-packages"))):
         return "shadows a module or test config"
     if _matches(path, protected) and in_image and not stat.S_ISDIR(st.st_mode):
         return "replaces a protected file"
+    if in_image and not stat.S_ISDIR(st.st_mode) and os.path.isdir(image) and not os.path.islink(image) \
+            and _protected_within(path, lowers, protected, below_only=True):
+        return "replaces a directory holding protected files"  # e.g. a symlink to a copy with other files
     if rel_dir in SHADOWING_DIRS and any(_image_entry(f"{d}/{name}", lowers) for d in SYSTEM_BIN_DIRS):
         return "shadows a system command"
     return None
