@@ -102,18 +102,23 @@ def check_sample(home: str, out: Path, k: int) -> dict:
 FIRST_N = 3  # tasks asked of every image in round 1
 SLICE = 150.0  # seconds of candidates a round gives the cheapest image; dearer ones get less, at least MIN_SLICE
 MIN_SLICE = 40.0
+TOO_DEAR = 6.0  # after round 1, an image whose tasks cost this many times the cheapest image's gets no more rounds
 
 
 def plan_round(stats: dict[str, dict], left: float) -> list[tuple[str, int, float]]:
     """(image, n, budget seconds) for the next round, cheapest tasks first. `stats`: image → {"kept", "spent"
     (candidate seconds, baseline excluded), "done" (no candidates left, or it failed)}. An image that kept nothing
-    gets no more rounds; the others get a slice shrinking with their cost per task and n sized to fill it."""
+    gets no more rounds, nor one whose tasks cost TOO_DEAR times the cheapest's (its round would mostly be
+    validations of slow suites still in flight past its slice); the others get a slice shrinking with their cost
+    per task and n sized to fill it."""
     live = {i: st["spent"] / st["kept"] for i, st in stats.items() if not st["done"] and st["kept"]}
     if not live or left <= 0:
         return []
     best = min(live.values())
     plan = []
     for image, cost in sorted(live.items(), key=lambda kv: (kv[1], kv[0])):
+        if cost > TOO_DEAR * best:
+            continue
         budget = max(MIN_SLICE, SLICE * best / cost)
         plan.append((image, max(1, round(budget / cost * 1.5)), budget))  # 1.5: room for validations in flight
     return plan
@@ -159,8 +164,9 @@ def run_budget(yard, images: list[str], out_root: Path, args) -> list[dict]:
                       f"{r['wall_s']:.0f}s (total {sum(s['kept'] for s in stats.values())} at "
                       f"{time.monotonic() - start:.0f}s)" + (f" — {r['error']}" if r.get("error") else ""))
 
-    # round 1: every image gets a chance, with a share of the budget (at most 2 × SLICE of candidates each)
-    first_budget = min(2 * SLICE, max(MIN_SLICE, 0.5 * args.total_budget / max(1, len(images))))
+    # round 1: every image gets a chance: a third of the budget shared out (at least 30 s, at most 2 × SLICE of
+    # candidates each, the baseline not counted)
+    first_budget = min(2 * SLICE, max(30.0, 0.35 * args.total_budget / max(1, len(images))))
     for k, image in enumerate(images):
         left = args.total_budget - (time.monotonic() - start)
         console.print(f"[{k + 1}/{len(images)}] round 1: {image} ({left:.0f}s of the budget left)")

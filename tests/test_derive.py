@@ -168,6 +168,20 @@ def test_a_hang_in_a_few_test_files_is_bounded_by_their_own_time():
     assert testrun.time_limit(SourceFacts(**{**facts.__dict__, "file_seconds": {}}), ("tests/test_a.py",)) == 160.0
 
 
+def test_candidates_whose_screening_runs_fewer_tests_come_first_within_a_window():
+    from envyard.derive.pipeline import cheapest_first
+
+    facts = SourceFacts(image="i", workdir="/w", test_runner="pytest", test_command="python -m pytest",
+                        packages=("p",), python="python", suite_seconds=30.0,
+                        file_seconds={"tests/test_fast.py": 1.0, "tests/test_slow.py": 20.0})
+    scopes = [(), ("tests/test_slow.py",), ("tests/test_fast.py",), (), ("tests/test_fast.py",)]
+    cands = [Mutation(kind="bug", name=f"m{i}", site=f"s{i}", break_script="", fix_script="", test_scope=sc)
+             for i, sc in enumerate(scopes)]
+    got = [m.name for m in cheapest_first(iter(cands), facts, window=4)]
+    assert got == ["m2", "m1", "m0", "m3", "m4"]  # within the first 4: 10 s, 29 s, 30 s, 30 s (seeded order on ties)
+    assert sorted(got) == [m.name for m in cands]
+
+
 def test_the_report_says_where_the_time_went(derived):
     _out, report = derived
     cb = report["cost_breakdown"]
@@ -200,12 +214,14 @@ def test_the_total_budget_plan_favours_cheap_images_and_retires_spent_ones():
     spec = importlib.util.spec_from_file_location("bench_derive", Path(SRC).parent / "benchmarks" / "derive.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    stats = {"fast": {"kept": 6, "spent": 30.0, "done": False}, "slow": {"kept": 1, "spent": 200.0, "done": False},
-             "none": {"kept": 0, "spent": 90.0, "done": False}, "used-up": {"kept": 4, "spent": 10.0, "done": True}}
+    stats = {"fast": {"kept": 6, "spent": 30.0, "done": False}, "mid": {"kept": 2, "spent": 50.0, "done": False},
+             "slow": {"kept": 1, "spent": 200.0, "done": False}, "none": {"kept": 0, "spent": 90.0, "done": False},
+             "used-up": {"kept": 4, "spent": 10.0, "done": True}}
     plan = bench.plan_round(stats, left=1000)
-    assert [p[0] for p in plan] == ["fast", "slow"]  # cheapest first; nothing kept or nothing left: no more rounds
-    (_, n_fast, b_fast), (_, n_slow, b_slow) = plan
-    assert b_fast == bench.SLICE and b_slow == bench.MIN_SLICE and n_fast > n_slow >= 1
+    # cheapest first; nothing kept, nothing left, or 40 × the cheapest's cost per task: no more rounds
+    assert [p[0] for p in plan] == ["fast", "mid"]
+    (_, n_fast, b_fast), (_, n_mid, b_mid) = plan
+    assert b_fast == bench.SLICE and b_mid == bench.MIN_SLICE and n_fast > n_mid >= 1
     assert bench.plan_round(stats, left=0) == []
 
 

@@ -93,11 +93,16 @@ def time_limit(facts: SourceFacts, files: tuple[str, ...] = ()) -> float:
     baseline says it takes, + 10 s, at least 20 s. For a selection: pytest's start-up (the suite's time not spent
     in tests) plus those files' tests, so a hang in a small file is not waited on for 3 × the whole suite."""
     full = max(20.0, 3 * facts.suite_seconds + 10)
+    return min(full, max(20.0, 3 * expected_seconds(facts, files) + 10))
+
+
+def expected_seconds(facts: SourceFacts, files: tuple[str, ...] = ()) -> float:
+    """What a run of `files` (() = the whole suite) should take, from the baseline: the suite's time, or for a
+    selection pytest's start-up (the suite's time not spent in tests) plus those files' tests."""
     if not files or not facts.file_seconds:
-        return full
+        return facts.suite_seconds
     startup = max(0.0, facts.suite_seconds - sum(facts.file_seconds.values()))
-    expected = startup + sum(facts.file_seconds.get(f, 0.0) for f in files)
-    return min(full, max(20.0, 3 * expected + 10))
+    return min(facts.suite_seconds, startup + sum(facts.file_seconds.get(f, 0.0) for f in files))
 
 
 def junit_messages(data: bytes) -> dict[str, str]:
