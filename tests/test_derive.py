@@ -172,13 +172,14 @@ def test_candidates_whose_screening_runs_fewer_tests_come_first_within_a_window(
     from envyard.derive.pipeline import cheapest_first
 
     facts = SourceFacts(image="i", workdir="/w", test_runner="pytest", test_command="python -m pytest",
-                        packages=("p",), python="python", suite_seconds=30.0,
-                        file_seconds={"tests/test_fast.py": 1.0, "tests/test_slow.py": 20.0})
+                        packages=("p",), python="python", files=("tests/test_fast.py", "tests/test_slow.py"),
+                        baseline={"tests.test_fast::t1": "passed", **{f"tests.test_slow::t{i}": "passed"
+                                                                      for i in range(5)}})
     scopes = [(), ("tests/test_slow.py",), ("tests/test_fast.py",), (), ("tests/test_fast.py",)]
     cands = [Mutation(kind="bug", name=f"m{i}", site=f"s{i}", break_script="", fix_script="", test_scope=sc)
              for i, sc in enumerate(scopes)]
     got = [m.name for m in cheapest_first(iter(cands), facts, window=4)]
-    assert got == ["m2", "m1", "m0", "m3", "m4"]  # within the first 4: 10 s, 29 s, 30 s, 30 s (seeded order on ties)
+    assert got == ["m2", "m1", "m0", "m3", "m4"]  # within the first 4: 1, 5, 6, 6 tests (seeded order on ties)
     assert sorted(got) == [m.name for m in cands]
 
 

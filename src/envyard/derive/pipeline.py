@@ -172,14 +172,22 @@ WINDOW = 16  # candidates reordered together by cheapness
 
 
 def cheapest_first(candidates: Iterator[Mutation], facts: SourceFacts, window: int = WINDOW) -> Iterator[Mutation]:
-    """The candidates in groups of `window`, each group in order of the test run its screening needs (a code
-    bug that only a fast test file executes before one that runs the whole suite); ties keep the seeded order.
-    Deterministic, and every candidate still comes: only sooner or later within its group."""
+    """The candidates in groups of `window`, each group in order of the size of the test run its screening needs
+    (a code bug that only a small test file executes before one that runs the whole suite); ties keep the seeded
+    order. The size is the number of baseline tests in scope, not their time: the order, and so the tasks, stay
+    the same from run to run. Every candidate still comes, only sooner or later within its group."""
+    files = set(facts.files)
+    per_file = Counter(testrun.test_file(t, files) for t in facts.baseline)
+    total = len(facts.baseline)
+
+    def size(m: Mutation) -> int:
+        return sum(per_file.get(f, 0) for f in m.test_scope) if m.test_scope else total
+
     while True:
         group = list(itertools.islice(candidates, window))
         if not group:
             return
-        yield from sorted(group, key=lambda m: testrun.expected_seconds(facts, m.test_scope))
+        yield from sorted(group, key=size)
 
 
 def interleave(gens: list[Iterator[Mutation]]) -> Iterator[Mutation]:
