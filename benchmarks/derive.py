@@ -10,7 +10,15 @@ A sample of the written tasks (--check per image) is run through `envyard task c
 with the oracle and noop policies.
 
     python benchmarks/derive.py --home /var/tmp/envyard-setup-bench --n 5
+    python benchmarks/derive.py --home /var/tmp/envyard-setup-bench --kinds bug,env --total-budget 7200
+
     python benchmarks/derive.py --home /var/tmp/envyard-setup-bench --images bench/six,bench/attrs --n 20
+
+With --total-budget SECONDS the run has one time budget instead of a count per image: round 1 tries every image
+(3 tasks asked, a third of the budget shared out for candidates, the baseline on top); later rounds reuse each
+image's baseline and give the images with the cheapest tasks (measured cost per kept task) the most time and the
+largest n, never an image that kept nothing, ran out of candidates, or costs 6x the cheapest per task. Tasks go
+to OUT/guided/IMAGE/rN/.
 
 The store is only read (derived snapshots are written and removed); tasks go to --out. JSON to --json
 (default benchmarks/results/derive.json).
