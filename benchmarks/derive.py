@@ -17,8 +17,11 @@ with the oracle and noop policies.
 With --total-budget SECONDS the run has one time budget instead of a count per image: round 1 tries every image
 (3 tasks asked, a third of the budget shared out for candidates, the baseline on top); later rounds reuse each
 image's baseline and give the images with the cheapest tasks (measured cost per kept task) the most time and the
-largest n, never an image that kept nothing, ran out of candidates, or costs 6x the cheapest per task. Tasks go
-to OUT/guided/IMAGE/rN/.
+largest n, never an image that kept nothing, ran out of candidates, or costs 6x the cheapest per task. Round 1
+tries every image even when that takes longer than the budget (each image's baseline is paid there: on 20
+images at load ~7 round 1 alone took ~3,200 s). Tasks go to OUT/guided/IMAGE/rN/. Started in the background
+from a script, the process ignores SIGINT (the shell's doing): stop it between images, or with SIGTERM while a
+baseline runs (derive's own clean-up then does not run).
 
 The store is only read (derived snapshots are written and removed); tasks go to --out. JSON to --json
 (default benchmarks/results/derive.json).
