@@ -10,7 +10,18 @@ A sample of the written tasks (--check per image) is run through `envyard task c
 with the oracle and noop policies.
 
     python benchmarks/derive.py --home /var/tmp/envyard-setup-bench --n 5
+    python benchmarks/derive.py --home /var/tmp/envyard-setup-bench --kinds bug,env --total-budget 7200
+
     python benchmarks/derive.py --home /var/tmp/envyard-setup-bench --images bench/six,bench/attrs --n 20
+
+With --total-budget SECONDS the run has one time budget instead of a count per image: round 1 tries every image
+(3 tasks asked, a third of the budget shared out for candidates, the baseline on top); later rounds reuse each
+image's baseline and give the images with the cheapest tasks (measured cost per kept task) the most time and the
+largest n, never an image that kept nothing, ran out of candidates, or costs 6x the cheapest per task. Round 1
+tries every image even when that takes longer than the budget (each image's baseline is paid there: on 20
+images at load ~7 round 1 alone took ~3,200 s). Tasks go to OUT/guided/IMAGE/rN/. Started in the background
+from a script, the process ignores SIGINT (the shell's doing): stop it between images, or with SIGTERM while a
+baseline runs (derive's own clean-up then does not run).
 
 The store is only read (derived snapshots are written and removed); tasks go to --out. JSON to --json
 (default benchmarks/results/derive.json).
@@ -39,7 +50,7 @@ SRC = BENCH_DIR.parent / "src"
 sys.path.insert(0, str(SRC))
 
 import envyard  # noqa: E402
-from envyard.derive.pipeline import derive  # noqa: E402
+from envyard.derive.pipeline import Resume, derive  # noqa: E402
 from envyard.errors import EnvyardError  # noqa: E402
 
 console = Console(stderr=True)
@@ -65,11 +76,11 @@ def envyard_cli(home: str, *args, timeout=1800) -> subprocess.CompletedProcess:
 
 
 def run_one(yard, image: str, out: Path, *, n: int, seed: int, workers: int, guided: bool,
-            budget: float | None = None, kinds: tuple[str, ...] = ("bug",)) -> dict:
+            budget: float | None = None, kinds: tuple[str, ...] = ("bug",), resume: Resume | None = None) -> dict:
     start = time.monotonic()
     try:
         report = derive(yard, image, kinds=list(kinds), n=n, seed=seed, out=out, workers=workers, guided=guided,
-                        budget_s=budget, baseline_timeout=BASELINE_TIMEOUT)
+                        budget_s=budget, baseline_timeout=BASELINE_TIMEOUT, resume=resume)
         data = report.to_dict()
     except (EnvyardError, OSError) as e:
         data = {"image": image, "error": getattr(e, "message", str(e)), "kept": 0, "candidates": 0, "tasks": [], "dropped_candidates": [],
@@ -80,7 +91,7 @@ def run_one(yard, image: str, out: Path, *, n: int, seed: int, workers: int, gui
 
 def check_sample(home: str, out: Path, k: int) -> dict:
     """task check + oracle/noop rollouts on the first k tasks of one image's output."""
-    tasks = sorted(p for p in out.iterdir() if p.is_dir())[:k]
+    tasks = sorted(p.parent for p in out.glob("**/task.toml"))[:k]
     if not tasks:
         return {}
     res = {"tasks": len(tasks)}
@@ -95,6 +106,96 @@ def check_sample(home: str, out: Path, k: int) -> dict:
         except (ValueError, KeyError):
             res[policy] = f"rollout failed: {r.stderr.strip()[-200:]}"
     return res
+
+
+# --total-budget: round 1 tries every image with a few candidates; later rounds give each image a slice of time
+# in proportion to how cheap its tasks were (cost per kept task, the baseline not counted: it is paid once)
+FIRST_N = 3  # tasks asked of every image in round 1
+SLICE = 150.0  # seconds of candidates a round gives the cheapest image; dearer ones get less, at least MIN_SLICE
+MIN_SLICE = 40.0
+TOO_DEAR = 6.0  # after round 1, an image whose tasks cost this many times the cheapest image's gets no more rounds
+
+
+def plan_round(stats: dict[str, dict], left: float) -> list[tuple[str, int, float]]:
+    """(image, n, budget seconds) for the next round, cheapest tasks first. `stats`: image → {"kept", "spent"
+    (candidate seconds, baseline excluded), "done" (no candidates left, or it failed)}. An image that kept nothing
+    gets no more rounds, nor one whose tasks cost TOO_DEAR times the cheapest's (its round would mostly be
+    validations of slow suites still in flight past its slice); the others get a slice shrinking with their cost
+    per task and n sized to fill it."""
+    live = {i: st["spent"] / st["kept"] for i, st in stats.items() if not st["done"] and st["kept"]}
+    if not live or left <= 0:
+        return []
+    best = min(live.values())
+    plan = []
+    for image, cost in sorted(live.items(), key=lambda kv: (kv[1], kv[0])):
+        if cost > TOO_DEAR * best:
+            continue
+        budget = max(MIN_SLICE, SLICE * best / cost)
+        plan.append((image, max(1, round(budget / cost * 1.5)), budget))  # 1.5: room for validations in flight
+    return plan
+
+
+def merge_rounds(reports: list[dict]) -> dict:
+    """One image's round reports as one (the per-image row of the table and the summary)."""
+    first = dict(reports[0])
+    for r in reports[1:]:
+        for k in ("kept", "candidates", "dropped", "wall_s", "candidate_cost_s_total"):
+            first[k] = round(first.get(k, 0) + r.get(k, 0), 2)
+        first["tasks"] = first["tasks"] + r["tasks"]
+        first["dropped_candidates"] = first.get("dropped_candidates", []) + r.get("dropped_candidates", [])
+        first["dropped_by_reason"] = dict(Counter(first.get("dropped_by_reason", {}))
+                                          + Counter(r.get("dropped_by_reason", {})))
+        cb = Counter({k: v for k, v in first.get("cost_breakdown", {}).items() if isinstance(v, (int, float))})
+        cb.update({k: v for k, v in r.get("cost_breakdown", {}).items() if isinstance(v, (int, float))
+                   and k != "baseline_s"})
+        first["cost_breakdown"] = {k: round(v, 1) for k, v in cb.items() if k != "total_s_per_kept_task"}
+    first["rounds"] = len(reports)
+    return first
+
+
+def run_budget(yard, images: list[str], out_root: Path, args) -> list[dict]:
+    """Spend --total-budget seconds: every image once (round 1), then rounds by measured cost per task."""
+    start = time.monotonic()
+    kinds = tuple(args.kinds.split(","))
+    resumes = {i: Resume() for i in images}
+    reports: dict[str, list[dict]] = {i: [] for i in images}
+    stats: dict[str, dict] = {}
+
+    def one(image, rnd, n, budget):
+        out = out_root / "guided" / image.replace("/", "_").replace(":", "_") / f"r{rnd}"
+        r = run_one(yard, image, out, n=n, seed=args.seed, workers=args.workers, guided=True, budget=budget,
+                    kinds=kinds, resume=resumes[image])
+        reports[image].append(r)
+        st = stats.setdefault(image, {"kept": 0, "spent": 0.0, "done": False})
+        st["kept"] += r["kept"]
+        st["spent"] += r["wall_s"] - r.get("facts_s", 0)
+        # fewer tasks than asked well before the budget ran out: the candidates are used up
+        st["done"] = bool(r.get("error")) or (r["kept"] < n and r["wall_s"] - r.get("facts_s", 0) < budget * 0.8)
+        console.print(f"  r{rnd} {image}: {r['kept']}/{n} tasks from {r['candidates']} candidates in "
+                      f"{r['wall_s']:.0f}s (total {sum(s['kept'] for s in stats.values())} at "
+                      f"{time.monotonic() - start:.0f}s)" + (f" — {r['error']}" if r.get("error") else ""))
+
+    # round 1: every image gets a chance: a third of the budget shared out (at least 30 s, at most 2 × SLICE of
+    # candidates each, the baseline not counted)
+    first_budget = min(2 * SLICE, max(30.0, 0.35 * args.total_budget / max(1, len(images))))
+    for k, image in enumerate(images):
+        left = args.total_budget - (time.monotonic() - start)
+        console.print(f"[{k + 1}/{len(images)}] round 1: {image} ({left:.0f}s of the budget left)")
+        one(image, 1, args.n or FIRST_N, first_budget)
+    rnd = 1
+    while True:
+        rnd += 1
+        plan = plan_round(stats, args.total_budget - (time.monotonic() - start))
+        if not plan:
+            break
+        for image, n, budget in plan:
+            left = args.total_budget - (time.monotonic() - start)
+            if left <= 0:
+                break
+            one(image, rnd, n, min(budget, left))
+        if args.total_budget - (time.monotonic() - start) <= 0:
+            break
+    return [merge_rounds(reports[i]) for i in images if reports[i]]
 
 
 def summarize(runs: list[dict], wall: float) -> dict:
@@ -114,7 +215,24 @@ def summarize(runs: list[dict], wall: float) -> dict:
         "failing_tests_median": statistics.median([t["failing_tests"] for r in runs for t in r["tasks"]])
         if per_task else None,
         "dropped_by_reason": dict(sum((Counter(r.get("dropped_by_reason", {})) for r in runs), Counter())),
+        "cost_breakdown": breakdown(runs, kept),
     }
+
+
+def breakdown(runs: list[dict], kept: int) -> dict:
+    """Worker seconds by phase over all images (derive's cost_breakdown summed) and per kept task."""
+    total: Counter = Counter()
+    by_reason: Counter = Counter()
+    for r in runs:
+        cb = r.get("cost_breakdown", {})
+        total.update({k: v for k, v in cb.items() if isinstance(v, (int, float)) and k != "total_s_per_kept_task"})
+        for c in r.get("dropped_candidates", []):
+            by_reason[c["reason"]] += c["screen_s"] + c["validate_s"]
+    out = {k: round(v, 1) for k, v in total.items()}
+    out["dropped_s_by_reason"] = {k: round(v, 1) for k, v in by_reason.most_common()}
+    if kept:
+        out["per_kept_task_s"] = {k: round(v / kept, 2) for k, v in total.items()}
+    return out
 
 
 def main() -> None:
@@ -124,7 +242,10 @@ def main() -> None:
     ap.add_argument("--from-reports", action="store_true", help="summarize the per-image reports an interrupted "
                     "run left in --out instead of deriving")
     ap.add_argument("--skip", default="", help="comma-separated image names to leave out")
-    ap.add_argument("--n", type=int, default=5, help="tasks per image")
+    ap.add_argument("--n", type=int, default=None, help="tasks per image (default 5; with --total-budget: "
+                    f"tasks asked of each image in round 1, default {FIRST_N})")
+    ap.add_argument("--total-budget", type=float, default=0, help="seconds for the whole run: every image is "
+                    "tried once, then the rest goes to the images whose tasks came cheapest (rounds of adaptive n)")
     ap.add_argument("--kinds", default="bug", help="comma-separated kinds to derive (bug, env, commit)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=2)
@@ -144,10 +265,14 @@ def main() -> None:
         # an interrupted run: the per-image reports it wrote are summarized as they are
         def load(mode):
             found = []
-            for p in sorted((out_root / mode).glob("*/report.json")):
-                r = json.loads(p.read_text())
-                r["mode"] = mode
-                found.append(r)
+            for d in sorted(p for p in (out_root / mode).glob("*") if p.is_dir()):
+                # one report per image, or one per round of a --total-budget run (r1/, r2/, …)
+                rounds = sorted(d.glob("r*/report.json"), key=lambda p: int(p.parent.name[1:]))
+                parts = [json.loads(p.read_text()) for p in rounds or [d / "report.json"] if p.exists()]
+                if parts:
+                    r = merge_rounds(parts)
+                    r["mode"] = mode
+                    found.append(r)
             return found
         runs, naive_runs = load("guided"), load("naive")
         compared = [r["image"] for r in naive_runs]
@@ -162,6 +287,11 @@ def main() -> None:
         if not images:
             sys.exit(f"no verified setup images in {args.home}")
         console.print(f"{len(images)} verified setup images in {args.home}")
+        if args.total_budget:
+            runs = run_budget(yard, images, out_root, args)
+            wall = sum(r["wall_s"] for r in runs)
+            return report(args, runs, wall, [], 0.0, [], out_root)
+        args.n = args.n or 5
         runs = []
         done: set[str] = set()
         while True:
@@ -210,7 +340,8 @@ def report(args, runs, wall, naive_runs, naive_wall, compared, out_root) -> None
                     "nproc": len(os.sched_getaffinity(0)), "kernel": platform.release(),
                     "python": platform.python_version(), "envyard": envyard.__version__,
                     "loadavg_end": os.getloadavg()},
-        "params": {"n": args.n, "seed": args.seed, "workers": args.workers, "kinds": args.kinds.split(",")},
+        "params": {"n": args.n, "seed": args.seed, "workers": args.workers, "kinds": args.kinds.split(","),
+                   "total_budget": args.total_budget},
         "summary": summarize(runs, wall),
         "compare": {"images": compared,
                     "guided": summarize(guided_same, sum(r["wall_s"] for r in guided_same)),
@@ -236,6 +367,9 @@ def report(args, runs, wall, naive_runs, naive_wall, compared, out_root) -> None
               f"{s['tasks_per_hour']} tasks/hour; kept {s['kept_share']} of candidates; validation "
               f"{s['validation_s_per_task_median']} s/task (median); difficulty {s['difficulty']}; "
               f"dropped {s['dropped_by_reason']}")
+    if not compared:
+        console.print(f"JSON: {args.json}")
+        return
     c = Table("MODE (same images)", "TASKS", "CANDIDATES", "KEPT SHARE", "WALL S", "TASKS/HOUR", "SANDBOX S / KEPT TASK")
     for mode in ("guided", "naive"):
         m = result["compare"][mode]

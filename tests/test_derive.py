@@ -150,6 +150,82 @@ def test_the_same_seed_gives_the_same_tasks(home, derived, tmp_path):
             assert (again / t["name"] / f).read_text() == (out / t["name"] / f).read_text()
 
 
+def test_a_hang_in_a_few_test_files_is_bounded_by_their_own_time():
+    from envyard.derive import testrun
+
+    junit = (b'<testsuites><testsuite><testcase classname="tests.test_a" name="t1" time="1.5"/>'
+             b'<testcase classname="tests.test_b" name="t2" time="40"><failure message="x"/></testcase>'
+             b'</testsuite></testsuites>')
+    assert testrun.junit_times(junit) == {"tests.test_a::t1": 1.5, "tests.test_b::t2": 40.0}
+    facts = SourceFacts(image="i", workdir="/w", test_runner="pytest", test_command="python -m pytest",
+                        packages=("p",), python="python", suite_seconds=50.0,
+                        file_seconds={"tests/test_a.py": 1.5, "tests/test_b.py": 40.0})
+    assert testrun.time_limit(facts) == 160.0  # the whole suite: 3 × 50 s + 10 s
+    assert testrun.time_limit(facts, ("tests/test_a.py",)) == 3 * (8.5 + 1.5) + 10  # start-up 8.5 s + its tests
+    assert testrun.time_limit(facts, ("tests/test_b.py",)) == 3 * (8.5 + 40) + 10
+    assert testrun.time_limit(SourceFacts(**{**facts.__dict__, "suite_seconds": 2.0}), ("tests/test_a.py",)) == 20.0
+    # no per-file times (another runner): the whole suite's bound
+    assert testrun.time_limit(SourceFacts(**{**facts.__dict__, "file_seconds": {}}), ("tests/test_a.py",)) == 160.0
+
+
+def test_candidates_whose_screening_runs_fewer_tests_come_first_within_a_window():
+    from envyard.derive.pipeline import cheapest_first
+
+    facts = SourceFacts(image="i", workdir="/w", test_runner="pytest", test_command="python -m pytest",
+                        packages=("p",), python="python", files=("tests/test_fast.py", "tests/test_slow.py"),
+                        baseline={"tests.test_fast::t1": "passed", **{f"tests.test_slow::t{i}": "passed"
+                                                                      for i in range(5)}})
+    scopes = [(), ("tests/test_slow.py",), ("tests/test_fast.py",), (), ("tests/test_fast.py",)]
+    cands = [Mutation(kind="bug", name=f"m{i}", site=f"s{i}", break_script="", fix_script="", test_scope=sc)
+             for i, sc in enumerate(scopes)]
+    got = [m.name for m in cheapest_first(iter(cands), facts, window=4)]
+    assert got == ["m2", "m1", "m0", "m3", "m4"]  # within the first 4: 1, 5, 6, 6 tests (seeded order on ties)
+    assert sorted(got) == [m.name for m in cands]
+
+
+def test_the_report_says_where_the_time_went(derived):
+    _out, report = derived
+    cb = report["cost_breakdown"]
+    assert cb["baseline_s"] > 0 and cb["kept_screen_tests_s"] > 0 and cb["kept_forks_s"] > 0
+    assert cb["kept_setup_snapshot_s"] > 0 and cb["kept_screen_break_s"] >= 0
+    assert sum(cb["dropped_s_by_reason"].values()) == pytest.approx(cb["dropped_s"], abs=0.2)
+    assert set(cb["dropped_s_by_reason"]) == set(report["dropped_by_reason"])
+    assert cb["total_s_per_kept_task"] >= (cb["kept_forks_s"] + cb["kept_screen_tests_s"]) / report["kept"]
+
+
+def test_a_resumed_derive_reuses_the_baseline_and_never_repeats_a_candidate(home, tmp_path):
+    from envyard.derive.pipeline import Resume, derive
+
+    resume = Resume()
+    with envyard_api.Yard(home) as yard:
+        first = derive(yard, IMAGE, kinds=["bug"], n=1, seed=1, out=tmp_path / "r1", resume=resume)
+        facts = resume.facts
+        second = derive(yard, IMAGE, kinds=["bug"], n=1, seed=1, out=tmp_path / "r2", resume=resume)
+    assert resume.facts is facts and second.facts_s < first.facts_s / 3  # no second baseline run
+    tried = [(o.mutation.kind, o.mutation.site, o.mutation.name) for o in first.outcomes + second.outcomes
+             if o.status != "pending"]
+    assert len(tried) == len(set(tried)) and set(tried) == resume.tried
+    assert len(first.kept) == len(second.kept) == 1 and first.kept[0].name != second.kept[0].name
+    assert (tmp_path / "r2" / second.kept[0].name / "task.toml").is_file()
+
+
+def test_the_total_budget_plan_favours_cheap_images_and_retires_spent_ones():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_derive", Path(SRC).parent / "benchmarks" / "derive.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    stats = {"fast": {"kept": 6, "spent": 30.0, "done": False}, "mid": {"kept": 2, "spent": 50.0, "done": False},
+             "slow": {"kept": 1, "spent": 200.0, "done": False}, "none": {"kept": 0, "spent": 90.0, "done": False},
+             "used-up": {"kept": 4, "spent": 10.0, "done": True}}
+    plan = bench.plan_round(stats, left=1000)
+    # cheapest first; nothing kept, nothing left, or 40 × the cheapest's cost per task: no more rounds
+    assert [p[0] for p in plan] == ["fast", "mid"]
+    (_, n_fast, b_fast), (_, n_mid, b_mid) = plan
+    assert b_fast == bench.SLICE and b_mid == bench.MIN_SLICE and n_fast > n_mid >= 1
+    assert bench.plan_round(stats, left=0) == []
+
+
 def test_a_mutation_that_breaks_no_test_is_dropped_with_its_reason(home):
     from envyard.derive import facts as facts_mod
     from envyard.derive.validate import Costs, Dropped, screen

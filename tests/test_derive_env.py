@@ -226,3 +226,38 @@ def test_a_compiled_extension_of_a_wheel_is_removed_and_reinstalled(source):
     m = next(m for m in envbreak.candidates(more, random.Random(0)) if m.name.startswith("rmext-ujson"))
     assert m.site.endswith(".so") and m.meta["distribution"] == "ujson"
     assert prove(yard, extended, more, m)["broken"] == ["tests/test_fast.py::test_dumps"]
+
+
+def test_breaks_the_tests_cannot_notice_are_not_proposed():
+    """Predicted from the probe and the test files, no sandbox: a test runner's own distribution, a console
+    script the tests only import, and a library only the standard library loads (for a module nobody imports
+    directly) are left out; the others stay, in the seeded order."""
+    env = {
+        "python": "/v/bin/python", "site": ["/v/lib/site"], "bindir": "/v/bin", "tools": {},
+        "dists": [{"name": n, "version": "2.0", "required": True, "project": False, "runner": False}
+                  for n in ("pytest", "attrs")],
+        "extensions": [{"path": "/usr/lib/_bz2.so", "top": "_bz2", "dist": None, "stdlib": True},
+                       {"path": "/usr/lib/_sqlite3.so", "top": "_sqlite3", "dist": None, "stdlib": True},
+                       {"path": "/v/lib/site/fast.so", "top": "fast", "dist": "attrs"}],
+        "libs": [{"path": f"/usr/lib/{so}", "real": f"/usr/lib/{so}", "soname": so, "users": users,
+                  "owner": {"deb": "libx"}}
+                 for so, users in (("libbz2.so.1", ["_bz2"]), ("libsqlite3.so.0", ["_sqlite3"]),
+                                   ("libfast.so.1", ["fast"]))],
+        "imports": {"src": ["attrs"], "tests": ["pytest", "sqlite3"]},
+        "scripts": [{"path": f"/v/bin/{n}", "name": n, "content": "#!/v/bin/python\nx\n", "mode": 0o755,
+                     "used_by_tests": True} for n in ("pytest", "proj-cli")],
+    }
+    env["tools"] = {"apt-get": "/usr/bin/apt-get"}
+    facts = SourceFacts(image="i", workdir="/w", test_runner="pytest", test_command="/v/bin/python -m pytest",
+                        packages=("proj",), python="/v/bin/python", extra={"env": env},
+                        test_files={"tests/test_a.py": "import pytest\nimport sqlite3\n\ndef test_cli():\n"
+                                                       "    subprocess.run(['proj-cli', '--help'])\n"})
+    unlikely = {"uninstall-pytest", "downgrade-pytest", "script-gone-pytest", "script-shebang-pytest",
+                "rmlib-libbz2-so-1"}
+    names = [m.name for m in envbreak.candidates(facts, random.Random(0))]
+    assert not unlikely & set(names), names
+    assert {"rmlib-libsqlite3-so-0", "rmlib-libfast-so-1", "script-gone-proj-cli", "downgrade-attrs"} <= set(names)
+    assert all(envbreak.noticeable(m, facts, env) for m in envbreak.candidates(facts, random.Random(0)))
+    assert envbreak.script_used("pytest", SourceFacts(**{**facts.__dict__, "test_command": "pytest -q"}))
+    # nothing to judge by: the script counts as used
+    assert envbreak.script_used("pytest", SourceFacts(**{**facts.__dict__, "test_files": {}}))

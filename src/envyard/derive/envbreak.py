@@ -58,7 +58,55 @@ def candidates(facts: SourceFacts, rng: random.Random) -> Iterator[Mutation]:
     seen = set()
     unique = [m for m in found if not (m.name in seen or seen.add(m.name))]
     rng.shuffle(unique)
-    yield from unique
+    # breaks the tests cannot notice are not proposed: in the benchmark of 2026-12-01 they were 150 of the 250
+    # environment candidates and 3 of them became tasks, for about 2,500 sandbox-seconds of screening
+    yield from (m for m in unique if noticeable(m, facts, env))
+
+
+# --- which breaks the tests can notice -------------------------------------------------------------------------
+
+# Test runners and installers (the probe's RUNNERS): the tests import pytest, but an older pytest still runs
+# them, and a missing one reports nothing (`no-results`).
+TOOL_DISTS = {"pytest", "pip", "setuptools", "wheel", "uv", "nose", "nose2", "unittest2", "coverage", "pytest-cov",
+              "pytest-xdist", "execnet", "tox", "nox"}
+# stdlib extension → the module a program imports to use it. The stdlib imports most of these inside
+# `try: … except ImportError` (shutil, tarfile and zipfile for bz2/lzma, http.client for ssl, hashlib's fallbacks),
+# so a library only they load is missed unless the project or its tests import the module themselves.
+STDLIB_USERS = {"_bz2": "bz2", "_lzma": "lzma", "_ssl": "ssl", "_hashlib": "hashlib", "_uuid": "uuid",
+                "_sqlite3": "sqlite3", "_ctypes": "ctypes", "_decimal": "decimal", "_curses": "curses",
+                "readline": "readline", "_dbm": "dbm", "_gdbm": "dbm", "pyexpat": "xml", "_elementtree": "xml",
+                "_tkinter": "tkinter", "zlib": "zlib"}
+IMPORT_LINE = re.compile(r"^[ \t]*(?:import|from)[ \t].*$", re.M)
+
+
+def noticeable(m: Mutation, facts: SourceFacts, env: dict) -> bool:
+    """Whether the tests can plausibly notice this break, from what the probe and the baseline saw (no sandbox):
+    False for a test runner's or installer's own distribution, a console script the test files only import
+    (`import pytest` is not a use of the `pytest` command), and a shared library that only the standard library
+    loads for modules neither the project nor its tests import."""
+    if m.meta.get("distribution") in TOOL_DISTS and m.meta.get("mutation") in ("uninstall", "downgrade", "conflict"):
+        return False
+    if m.site.startswith("script:"):
+        return script_used(m.site.split(":", 1)[1], facts)
+    if m.site.startswith("lib:"):
+        users = next((lib.get("users", []) for lib in env.get("libs", []) if f"lib:{lib['soname']}" == m.site), [])
+        stdlib = {e["top"] for e in env.get("extensions", []) if e.get("stdlib")}
+        if users and all(u in stdlib for u in users):
+            imports = env.get("imports") or {}
+            direct = {i.split(".")[0] for i in [*imports.get("src", []), *imports.get("tests", [])]}
+            return any(STDLIB_USERS.get(u) in direct for u in users)
+    return True
+
+
+def script_used(name: str, facts: SourceFacts) -> bool:
+    """The test command or a test file names the command `name` outside its import lines."""
+    pattern = re.compile(r"""(?:^|["'\s\[])%s(?:["'\s,\]]|$)""" % re.escape(name), re.M)
+    first = facts.test_command.split()[:1]
+    if first and os.path.basename(first[0]) == name:  # `pytest -q`, not `python -m pytest`
+        return True
+    if not facts.test_files:
+        return True  # nothing to judge by
+    return any(pattern.search(IMPORT_LINE.sub("", text)) for text in facts.test_files.values())
 
 
 # --- helpers -------------------------------------------------------------------------------------------------

@@ -98,6 +98,11 @@ def gather(yard, image: Image, probes: dict[str, str] | None = None, *, sources:
                                                     max_bytes=MAX_TEST_TEXT).decode("utf-8", "replace")
                 except EnvyardError:
                     test_files[path] = ""
+        file_seconds: dict[str, float] = {}
+        for tid, secs in base.times.items():
+            path = testrun.test_file(tid, fileset)
+            if path:
+                file_seconds[path] = file_seconds.get(path, 0.0) + secs
         if sources:
             code = read_sources(sb, workdir, files, packages, set(test_files))
             bug = extra.setdefault("bug", {})
@@ -107,7 +112,7 @@ def gather(yard, image: Image, probes: dict[str, str] | None = None, *, sources:
     return SourceFacts(image=facts.image, workdir=workdir, test_runner=facts.test_runner,
                        test_command=facts.test_command, packages=packages, python=runners.PY,
                        baseline=dict(base.statuses), extra=extra, services=facts.services, files=files,
-                       test_files=test_files, suite_seconds=base.seconds)
+                       test_files=test_files, suite_seconds=base.seconds, file_seconds=file_seconds)
 
 
 VENDORED = {"_vendor", "vendor", "vendored", "_vendored", "extern", "externals", "_externals", "third_party",

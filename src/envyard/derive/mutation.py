@@ -30,6 +30,7 @@ class SourceFacts:
     files: tuple[str, ...] = ()  # every .py file of the project tree, relative to workdir
     test_files: dict[str, str] = field(default_factory=dict)  # test file (relative) → its text
     suite_seconds: float = 0.0  # how long the baseline run of the whole suite took
+    file_seconds: dict[str, float] = field(default_factory=dict)  # test file → its tests' time in the baseline
 
 
 @dataclass(frozen=True)

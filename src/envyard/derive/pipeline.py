@@ -24,6 +24,7 @@ from typing import Callable, Iterator
 
 from ..errors import BadInput, EnvyardError
 from . import facts as facts_mod
+from . import testrun
 from .mutation import Mutation, SourceFacts
 from .validate import REASONS, Costs, Dropped, screen, validate
 from .writer import difficulty, task_name, write_task
@@ -117,6 +118,28 @@ class Report:
     def dropped(self) -> list[Outcome]:
         return [o for o in self.outcomes if o.status == "dropped"]
 
+    def breakdown(self) -> dict:
+        """Where the sandbox time went: the baseline, the kept tasks' phases, and what each drop reason cost
+        (worker seconds: two workers overlap, so the parts can sum past the wall time)."""
+        kept, dropped = self.kept, self.dropped
+        spent: Counter = Counter()
+        for o in dropped:
+            spent[o.reason] += o.costs.screen + o.costs.validate
+        total = self.facts_s + sum(o.costs.screen + o.costs.validate for o in kept + dropped)
+        return {
+            "baseline_s": round(self.facts_s, 1),
+            "kept_screen_break_s": round(sum(o.costs.screen_break for o in kept), 1),
+            "kept_screen_tests_s": round(sum(o.costs.screen_tests for o in kept), 1),
+            "kept_screen_other_s": round(sum(o.costs.screen - o.costs.screen_break - o.costs.screen_tests
+                                             for o in kept), 1),  # sandbox start, reading hidden tests
+            "kept_setup_snapshot_s": round(sum(o.costs.setup for o in kept), 1),
+            "kept_forks_s": round(sum(o.costs.forks for o in kept), 1),
+            "dropped_s": round(sum(spent.values()), 1),
+            "dropped_s_by_reason": {k: round(v, 1) for k, v in spent.most_common()},
+            "dropped_screen_tests_s": round(sum(o.costs.screen_tests for o in dropped), 1),
+            "total_s_per_kept_task": round(total / len(kept), 1) if kept else None,
+        }
+
     def to_dict(self) -> dict:
         kept = self.kept
         per_task = [o.costs.screen + o.costs.validate for o in kept]
@@ -132,6 +155,7 @@ class Report:
             "tasks_per_hour": round(len(kept) / self.wall_s * 3600, 1) if self.wall_s else 0.0,
             "validation_s_per_task_median": round(statistics.median(per_task), 2) if per_task else None,
             "candidate_cost_s_total": round(sum(o.costs.screen + o.costs.validate for o in considered), 1),
+            "cost_breakdown": self.breakdown(),
             "interrupted": self.interrupted,
             **({"rewrite": self._rewrite_summary(kept)} if self.rewrite is not None else {}),
             "tasks": [o.to_dict() for o in kept],
@@ -143,6 +167,43 @@ class Report:
         return {**self.rewrite, "rewritten": sum(o.instruction == "rewritten" for o in kept),
                 "deterministic": len(kept) - sum(o.instruction == "rewritten" for o in kept),
                 "deterministic_by_reason": dict(Counter(fallbacks).most_common())}
+
+
+@dataclass
+class Resume:
+    """What one derive run on an image leaves for the next run on it (the benchmark's --total-budget rounds):
+    the facts (no second baseline), the candidates already decided (never tried again), the dedup keys and the
+    task names taken. Pass the same seed and kinds each time."""
+    facts: SourceFacts | None = None
+    tried: set = field(default_factory=set)  # (kind, site, mutation name)
+    seen: set = field(default_factory=set)  # (site, failing tests): the dedup keys
+    names: set = field(default_factory=set)
+
+
+def _key(m: Mutation) -> tuple[str, str, str]:
+    return (m.kind, m.site, m.name)
+
+
+WINDOW = 16  # candidates reordered together by cheapness
+
+
+def cheapest_first(candidates: Iterator[Mutation], facts: SourceFacts, window: int = WINDOW) -> Iterator[Mutation]:
+    """The candidates in groups of `window`, each group in order of the size of the test run its screening needs
+    (a code bug that only a small test file executes before one that runs the whole suite); ties keep the seeded
+    order. The size is the number of baseline tests in scope, not their time: the order, and so the tasks, stay
+    the same from run to run. Every candidate still comes, only sooner or later within its group."""
+    files = set(facts.files)
+    per_file = Counter(testrun.test_file(t, files) for t in facts.baseline)
+    total = len(facts.baseline)
+
+    def size(m: Mutation) -> int:
+        return sum(per_file.get(f, 0) for f in m.test_scope) if m.test_scope else total
+
+    while True:
+        group = list(itertools.islice(candidates, window))
+        if not group:
+            return
+        yield from sorted(group, key=size)
 
 
 def interleave(gens: list[Iterator[Mutation]]) -> Iterator[Mutation]:
@@ -159,12 +220,14 @@ def interleave(gens: list[Iterator[Mutation]]) -> Iterator[Mutation]:
 def derive(yard, image_ref: str, *, kinds: list[str], n: int, seed: int, out: Path, workers: int = 2,
            max_candidates: int | None = None, on_event: Callable[[str, object], None] | None = None,
            cancel: threading.Event | None = None, guided: bool = True, budget_s: float | None = None,
-           baseline_timeout: float = facts_mod.BASELINE_TIMEOUT, rewrite_model: str | None = None,
-           base_url: str | None = None, api_key: str | None = None, rewrite_concurrency: int = 4) -> Report:
+           baseline_timeout: float = facts_mod.BASELINE_TIMEOUT, resume: Resume | None = None,
+           rewrite_model: str | None = None, base_url: str | None = None, api_key: str | None = None,
+           rewrite_concurrency: int = 4) -> Report:
     """Derive up to `n` validated tasks from a verified setup image into `out`. Raises EnvyardError on bad input
     (NotASetupImage, ImageNotFound, BadInput); KeyboardInterrupt leaves nothing behind but finished tasks.
     `guided=False` skips the traced baseline run (every site is tried, with the whole suite): for comparison.
     `budget_s`: no new candidate starts that many seconds after the baseline (the benchmark's bound per image).
+    `resume`: carried from an earlier run on the same image: its facts are reused and its candidates skipped.
     `rewrite_model`: an OpenAI-compatible endpoint (`base_url`, else $OPENAI_BASE_URL; `api_key`, else
     $OPENAI_API_KEY) rewrites each kept task's instruction, `rewrite_concurrency` at once (derive/rewrite.py)."""
     if n < 1:
@@ -185,13 +248,17 @@ def derive(yard, image_ref: str, *, kinds: list[str], n: int, seed: int, out: Pa
         raise BadInput("no kind to derive: " + "; ".join(skipped.values()))
     start = time.monotonic()
     emit("phase", f"baseline: running the tests of {image.name}")
-    probes = {k: m.probe_script() for k, m in mods.items() if hasattr(m, "probe_script")}
-    facts = facts_mod.gather(yard, image, probes, sources="bug" in mods, guided=guided, timeout=baseline_timeout)
+    resume = resume if resume is not None else Resume()
+    if resume.facts is None:
+        probes = {k: m.probe_script() for k, m in mods.items() if hasattr(m, "probe_script")}
+        resume.facts = facts_mod.gather(yard, image, probes, sources="bug" in mods, guided=guided,
+                                        timeout=baseline_timeout)
+    facts = resume.facts
     report.facts_s = time.monotonic() - start
     report.baseline_tests, report.suite_s = len(facts.baseline), facts.suite_seconds
     emit("phase", f"baseline: {len(facts.baseline)} tests in {facts.suite_seconds:.1f}s")
     gens = [iter(mods[k].candidates(facts, random.Random(f"{seed}:{k}"))) for k in mods]
-    candidates = interleave(gens)
+    candidates = cheapest_first((m for m in interleave(gens) if _key(m) not in resume.tried), facts)
     if max_candidates is None:
         max_candidates = max(30, 25 * n)
     out.mkdir(parents=True, exist_ok=True)
@@ -202,7 +269,7 @@ def derive(yard, image_ref: str, *, kinds: list[str], n: int, seed: int, out: Pa
     try:
         _run(yard, facts, candidates, report, out, staging, n=n, seed=seed, workers=workers,
              max_candidates=max_candidates, emit=emit, cancel=cancel, snapshots=snapshots,
-             deadline=time.monotonic() + budget_s if budget_s else None)
+             deadline=time.monotonic() + budget_s if budget_s else None, seen=resume.seen, names=resume.names)
         if rewriter is not None:
             _rewrite(rewriter, report, out, emit, cancel)
     except BaseException:
@@ -210,6 +277,7 @@ def derive(yard, image_ref: str, *, kinds: list[str], n: int, seed: int, out: Pa
         report.interrupted = True
         raise
     finally:
+        resume.tried.update(_key(o.mutation) for o in report.outcomes if o.status != "pending")
         shutil.rmtree(staging, ignore_errors=True)
         for name in list(snapshots):
             try:
@@ -223,9 +291,10 @@ def derive(yard, image_ref: str, *, kinds: list[str], n: int, seed: int, out: Pa
 
 def _run(yard, facts: SourceFacts, candidates: Iterator[Mutation], report: Report, out: Path, staging: Path, *,
          n: int, seed: int, workers: int, max_candidates: int, emit, cancel: threading.Event,
-         snapshots: set[str], deadline: float | None = None) -> None:
-    seen: set[tuple] = set()
-    names: set[str] = set()
+         snapshots: set[str], deadline: float | None = None, seen: set | None = None,
+         names: set | None = None) -> None:
+    seen = set() if seen is None else seen
+    names = set() if names is None else names
     window = max(2, workers * 2)
 
     def do_screen(o: Outcome):

@@ -31,6 +31,7 @@ class Run:
     exit_code: int = 0
     seconds: float = 0.0
     timed_out: bool = False
+    times: dict[str, float] = field(default_factory=dict)  # test id → seconds (pytest's JUnit report only)
 
 
 def runner_of(facts: SourceFacts) -> runners.Runner:
@@ -68,12 +69,40 @@ def run(sb, facts: SourceFacts, files: tuple[str, ...] = (), *, timeout: float) 
     if facts.test_runner == "pytest":
         try:
             data = sb.read_file(JUNIT)
-            statuses, messages = parse_junit(data), junit_messages(data)
+            statuses, messages, times = parse_junit(data), junit_messages(data), junit_times(data)
         except (FileNotFoundError, EnvyardError, ET.ParseError):
-            statuses = {}
+            statuses, times = {}, {}
     else:
-        statuses = runners.native_results(runner_of(facts), output, r.exit_code)
-    return Run(statuses, messages, output, r.exit_code, seconds, r.timed_out)
+        statuses, times = runners.native_results(runner_of(facts), output, r.exit_code), {}
+    return Run(statuses, messages, output, r.exit_code, seconds, r.timed_out, times)
+
+
+def junit_times(data: bytes) -> dict[str, float]:
+    """Test id → its `time` in the JUnit report (setup, call and teardown: pytest's default)."""
+    out = {}
+    for case in ET.fromstring(data).iter("testcase"):
+        try:
+            out[f"{case.get('classname', '')}::{case.get('name', '')}"] = float(case.get("time") or 0)
+        except ValueError:
+            pass
+    return out
+
+
+def time_limit(facts: SourceFacts, files: tuple[str, ...] = ()) -> float:
+    """How long a run of `files` (() = the whole suite) may take before it counts as a hang: 3 × what the
+    baseline says it takes, + 10 s, at least 20 s. For a selection: pytest's start-up (the suite's time not spent
+    in tests) plus those files' tests, so a hang in a small file is not waited on for 3 × the whole suite."""
+    full = max(20.0, 3 * facts.suite_seconds + 10)
+    return min(full, max(20.0, 3 * expected_seconds(facts, files) + 10))
+
+
+def expected_seconds(facts: SourceFacts, files: tuple[str, ...] = ()) -> float:
+    """What a run of `files` (() = the whole suite) should take, from the baseline: the suite's time, or for a
+    selection pytest's start-up (the suite's time not spent in tests) plus those files' tests."""
+    if not files or not facts.file_seconds:
+        return facts.suite_seconds
+    startup = max(0.0, facts.suite_seconds - sum(facts.file_seconds.values()))
+    return min(facts.suite_seconds, startup + sum(facts.file_seconds.get(f, 0.0) for f in files))
 
 
 def junit_messages(data: bytes) -> dict[str, str]:

@@ -58,17 +58,26 @@ class Costs:
     screen: float = 0.0
     validate: float = 0.0
     runs: list[float] = field(default_factory=list)  # seconds of each verifier run
+    # where the time went (the report's cost breakdown): the break script and the test run of the screening,
+    # the task's setup.sh and snapshot, and the noop/oracle forks (wall time: they run at once)
+    screen_break: float = 0.0
+    screen_tests: float = 0.0
+    setup: float = 0.0
+    forks: float = 0.0
 
 
 def screen(yard, facts: SourceFacts, m: Mutation, costs: Costs) -> Screened:
     start = time.monotonic()
     try:
         with yard.sandbox(facts.image, workdir=facts.workdir, network=m.network) as sb:
+            t = time.monotonic()
             r = sb.exec(m.break_script, cwd=facts.workdir, timeout=BREAK_TIMEOUT)
+            costs.screen_break += time.monotonic() - t
             if r.exit_code != 0:
                 raise Dropped("break-failed", (r.stderr.strip().splitlines() or [f"exit {r.exit_code}"])[-1][:200])
-            limit = max(20.0, 3 * facts.suite_seconds + 10)  # a hang costs this much
+            limit = testrun.time_limit(facts, m.test_scope)  # a hang costs this much
             run = testrun.run(sb, facts, m.test_scope, timeout=limit)
+            costs.screen_tests += run.seconds
             if run.timed_out:
                 raise Dropped("timeout", f"past {limit:.0f}s")
             if not run.statuses:
@@ -134,6 +143,8 @@ def validate(yard, facts: SourceFacts, task: Path, s: Screened, costs: Costs, *,
             broken = sb.snapshot()
             if snapshots is not None:
                 snapshots.add(broken.name)
+        costs.setup += time.monotonic() - start
+        forks_start = time.monotonic()
         noops = reproduce - 1  # the screening run was the first reproduction
         forks = yard.fork(broken, noops + 1, workdir=facts.workdir, network=network)
 
@@ -162,6 +173,7 @@ def validate(yard, facts: SourceFacts, task: Path, s: Screened, costs: Costs, *,
         finally:
             for sb in forks:
                 sb.close()
+            costs.forks += time.monotonic() - forks_start
     except EnvyardError as e:
         raise Dropped("infra", e.message[:200]) from e
     finally:
