@@ -28,6 +28,30 @@ def cell(project: dict) -> tuple[str, str]:
     return ", ".join(how), why.replace("|", "/")[:110]
 
 
+def category_table(projects: list[dict]) -> str:
+    """One row per category: counts reaching L3+ and L4 (pass ratio >= 0.9) for envyard, L3 for the baseline,
+    and both sides' median wall time."""
+    def median(xs: list) -> str:
+        xs = sorted(x for x in xs if x is not None)
+        if not xs:
+            return "–"
+        mid = len(xs) // 2
+        return f"{(xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2):.0f} s"
+
+    lines = ["| category | projects | envyard L3+ | envyard L4 ≥ 0.9 | baseline L3 | envyard median time | "
+             "baseline median time |", "|---|---|---|---|---|---|---|"]
+    for cat in sorted({p.get("category", "") for p in projects}):
+        ps = [p for p in projects if p.get("category", "") == cat]
+        es = [p["envyard"] for p in ps]
+        l3 = sum(1 for e in es if (e.get("level") or -1) >= 3)
+        l4 = sum(1 for e in es if (e.get("level") or -1) >= 4 and (e.get("pass_ratio") or 0) >= 0.9)
+        bl = sum(1 for p in ps if (p.get("baseline") or {}).get("l3"))
+        et = median([e.get("wall_time") if e.get("wall_time") is not None else e.get("process_time") for e in es])
+        bt = median([(p.get("baseline") or {}).get("wall_time") for p in ps])
+        lines.append(f"| {cat} | {len(ps)} | {l3} | {l4} | {bl} | {et} | {bt} |")
+    return "\n".join(lines)
+
+
 def main(path: str) -> None:
     data = json.load(open(path))
     print("| project | version | category | envyard | pass ratio | time | disk | how | baseline L3 | why not |")
@@ -44,10 +68,15 @@ def main(path: str) -> None:
               f"{how} | {base} | {why} |")
     s = data["summary"]
     print()
+    print(category_table(data["projects"]))
+    print()
+    sec = lambda x: f"{x:.0f} s" if x is not None else "–"  # noqa: E731
+    disk = s["envyard"].get("median_disk_bytes")
     print(f"L3+: envyard {s['envyard']['l3_plus']:.0%}, baseline {s['baseline']['l3_plus']:.0%} "
           f"({s['baseline'].get('collected_any', 0):.0%} collecting anything); L4 ≥ 0.9: envyard "
-          f"{s['envyard']['l4_pass_ge_0.9']:.0%}; median time envyard {s['envyard']['median_wall_time_s']:.0f} s, "
-          f"baseline {s['baseline']['median_wall_time_s']:.0f} s; median disk {s['envyard']['median_disk_bytes'] / 1e6:.0f} MB")
+          f"{s['envyard']['l4_pass_ge_0.9']:.0%}; median time envyard {sec(s['envyard']['median_wall_time_s'])}, "
+          f"baseline {sec(s['baseline']['median_wall_time_s'])}; median disk "
+          f"{f'{disk / 1e6:.0f} MB' if disk is not None else '–'}")
 
 
 if __name__ == "__main__":

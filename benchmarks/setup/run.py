@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`envyard setup` vs. EnvBench's naive baseline, side by side over a corpus of PyPI sdists.
+"""`envyard setup` vs. EnvBench's naive baseline, side by side over a corpus of PyPI sdists or git repositories.
 
 For each project in corpus.toml (one after the other, so the two never compete for the 2 cores):
   1. envyard: `envyard setup pypi:NAME==VERSION --json --out <tmp>` (per-project timeout) → level reached,
@@ -10,10 +10,15 @@ For each project in corpus.toml (one after the other, so the two never compete f
          && /opt/v/bin/python -m pytest --collect-only -q
      success (= L3) when pytest collects more than zero tests.
 
+With `--corpus git_corpus.toml` (entries are `[[repo]]` tables) the source is instead a local git repository
+at a pinned commit, made by git_corpus.py from a Debian orig tarball: envyard gets `envyard setup REPO --rev
+COMMIT`, and the baseline the same commit's tree (cloned the way `envyard setup` fetches it).
+
 Prints a rich table and a summary, writes JSON (results + machine info + date). See README.md here.
 
     python benchmarks/setup/run.py                      # store in /var/tmp/envyard-setup-bench
     python benchmarks/setup/run.py --only six,idna      # a subset
+    python benchmarks/setup/run.py --corpus benchmarks/setup/git_corpus.toml --only decorator,flit
 """
 
 from __future__ import annotations
@@ -57,11 +62,19 @@ def envyard_cmd() -> list[str]:
 
 # ---- envyard ---------------------------------------------------------------------------------------------------
 
-def run_envyard(name: str, version: str, home: str, timeout: float, extra: list[str] | None = None) -> dict:
+def source_args(p: dict) -> list[str]:
+    """What `envyard setup` is given for a corpus entry: the PyPI release, or the git repository at its commit."""
+    if p.get("repo_path"):
+        return [p["repo_path"], "--rev", p["commit"]]
+    return [f"pypi:{p['name']}=={p['version']}"]
+
+
+def run_envyard(p: dict, home: str, timeout: float, extra: list[str] | None = None) -> dict:
+    name, version = p["name"], p["version"]
     env = {**os.environ, "ENVYARD_HOME": home}
     out_dir = tempfile.mkdtemp(prefix="envyard-setup-bench-")
     image = f"bench/{re.sub(r'[^a-z0-9._-]', '-', name.lower())}:{re.sub(r'[^A-Za-z0-9._-]', '-', version)}"
-    cmd = envyard_cmd() + ["setup", f"pypi:{name}=={version}", "--json", "--out", out_dir, "--name", image,
+    cmd = envyard_cmd() + ["setup", *source_args(p), "--json", "--out", out_dir, "--name", image,
                            "--timeout", str(int(max(60, timeout / 3))),  # per step: install, tests and replay fit in `timeout`
                            *(extra or [])]
     t = time.monotonic()
@@ -123,12 +136,15 @@ def image_size(image: str, home: str) -> int | None:
 
 # ---- naive baseline --------------------------------------------------------------------------------------------
 
-def run_baseline(yard, name: str, version: str, timeout: float) -> dict:
-    from envyard.setup.sources_fetch import fetch_pypi
+def run_baseline(yard, p: dict, timeout: float) -> dict:
+    from envyard.setup.sources_fetch import fetch, fetch_pypi
 
     res: dict = {"l3": False, "collected": 0, "wall_time": None, "reason": ""}
     try:
-        fetched = fetch_pypi(f"pypi:{name}=={version}")
+        if p.get("repo_path"):  # the same commit envyard gets, cloned the same way
+            fetched = fetch(p["repo_path"], rev=p["commit"])
+        else:
+            fetched = fetch_pypi(f"pypi:{p['name']}=={p['version']}")
     except Exception as e:  # noqa: BLE001 - recorded, not fatal
         res["reason"] = f"fetch failed: {e}"
         return res
@@ -264,10 +280,38 @@ def print_report(rows: list[dict], summary: dict) -> None:
                 console.print(f"  {escape(r['name'])} baseline: {escape(r['baseline']['reason'])}")
 
 
+def load_corpus(path: Path, only: str, repos: Path | None) -> list[dict]:
+    """The corpus entries to run. A git corpus's repositories are made (or found) at their pinned commits first;
+    one that cannot be made stops the run with git_corpus.py's one-line reason."""
+    data = tomllib.loads(path.read_text())
+    entries = data.get("project") or data.get("repo")
+    if not entries:
+        sys.exit(f"error: {path} has neither [[project]] nor [[repo]] entries — give corpus.toml or git_corpus.toml")
+    if only:
+        wanted = {n.strip() for n in only.split(",")}
+        unknown = wanted - {p["name"] for p in entries}
+        if unknown:
+            sys.exit(f"error: not in {path}: {', '.join(sorted(unknown))} — check the names given to --only")
+        entries = [p for p in entries if p["name"] in wanted]
+    if "repo" in data:
+        import git_corpus  # beside this file
+
+        for p in entries:
+            try:
+                repo, _ = git_corpus.ensure(p, repos or git_corpus.DEFAULT_CACHE)
+            except git_corpus.CorpusError as e:
+                sys.exit(f"error: {e}")
+            p["repo_path"] = str(repo)
+    return entries
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--home", default=DEFAULT_HOME, help=f"envyard store (ENVYARD_HOME), default {DEFAULT_HOME}")
-    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="corpus.toml (PyPI releases, default) or "
+                    "git_corpus.toml (git repositories at pinned commits)")
+    ap.add_argument("--repos", type=Path, default=None, help="cache of the git corpus's tarballs and repositories "
+                    "(default: git_corpus.py's, /var/tmp/envyard-git-corpus)")
     ap.add_argument("--json", type=Path, default=DEFAULT_JSON, dest="json_out")
     ap.add_argument("--timeout", type=float, default=600, help="per project and side (s), default 600")
     ap.add_argument("--only", default="", help="comma-separated project names")
@@ -281,10 +325,7 @@ def main() -> int:
     Path(args.home).mkdir(parents=True, exist_ok=True)
     import envyard
 
-    corpus = tomllib.loads(args.corpus.read_text())["project"]
-    if args.only:
-        wanted = {n.strip() for n in args.only.split(",")}
-        corpus = [p for p in corpus if p["name"] in wanted]
+    corpus = load_corpus(args.corpus, args.only, args.repos)
     started = dt.datetime.now(dt.timezone.utc)
     t0 = time.monotonic()
     yard = envyard.Yard(args.home)
@@ -292,17 +333,21 @@ def main() -> int:
     for i, p in enumerate(corpus, 1):
         name, version = p["name"], p["version"]
         console.print(f"[{i}/{len(corpus)}] {name}=={version}: envyard setup …")
-        e = run_envyard(name, version, args.home, args.timeout, ["--no-complete"] if args.no_complete else [])
+        e = run_envyard(p, args.home, args.timeout, ["--no-complete"] if args.no_complete else [])
         console.print(f"    envyard L{e['level']} ratio={e['pass_ratio']} {fmt_t(e['wall_time'])} {escape(e['reason'])}")
         if args.skip_baseline:
             b = {"l3": False, "collected": 0, "wall_time": None, "reason": "skipped"}
         else:
             console.print(f"[{i}/{len(corpus)}] {name}=={version}: naive baseline …")
-            b = run_baseline(yard, name, version, args.timeout)
+            b = run_baseline(yard, p, args.timeout)
             console.print(f"    baseline L3={'yes' if b['l3'] else 'no'} ({b['collected']} tests) "
                           f"{fmt_t(b['wall_time'])} {escape(b['reason'])}")
         rows.append({"name": name, "version": version, "category": p.get("category", ""), "note": p.get("note", ""),
+                     **({"commit": p["commit"], "source": f"{p['source']} {p['version']} ({p['suite']})"}
+                        if p.get("repo_path") else {}),
                      "envyard": e, "baseline": b})
+        # after every project, so a run stopped part-way still leaves what it measured
+        write_json(args, rows, started, time.monotonic() - t0, complete=False)
 
     if not args.keep_images:
         images = [r["envyard"]["image"] for r in rows if r["envyard"].get("image")]
@@ -311,16 +356,24 @@ def main() -> int:
     gc = subprocess.run(envyard_cmd() + ["gc", "--json"], capture_output=True, text=True, env={**os.environ})
     total = time.monotonic() - t0
 
-    summary = summarize(rows)
+    summary = write_json(args, rows, started, total, complete=True, gc=gc.stdout.strip()[:2000])
     print_report(rows, summary)
     console.print(f"total run time {total / 60:.1f} min")
-    result = {"benchmark": "setup", "date": started.isoformat(timespec="seconds"), "run_time_s": round(total, 1),
-              "machine": machine_info(), "home": args.home, "timeout_s": args.timeout, "baseline_command": BASELINE,
-              "summary": summary, "projects": rows, "gc": gc.stdout.strip()[:2000]}
-    args.json_out.parent.mkdir(parents=True, exist_ok=True)
-    args.json_out.write_text(json.dumps(result, indent=2, default=str) + "\n")
     console.print(f"JSON written to {args.json_out}")
     return 0
+
+
+def write_json(args, rows: list[dict], started: dt.datetime, total: float, *, complete: bool, gc: str = "") -> dict:
+    """Write the results so far (`complete` false until the last project is done); returns the summary."""
+    summary = summarize(rows)
+    summary["by_category"] = {c: summarize([r for r in rows if r["category"] == c])
+                              for c in sorted({r["category"] for r in rows})}
+    result = {"benchmark": "setup", "date": started.isoformat(timespec="seconds"), "run_time_s": round(total, 1),
+              "complete": complete, "corpus": str(args.corpus), "machine": machine_info(), "home": args.home,
+              "timeout_s": args.timeout, "baseline_command": BASELINE, "summary": summary, "projects": rows, "gc": gc}
+    args.json_out.parent.mkdir(parents=True, exist_ok=True)
+    args.json_out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    return summary
 
 
 if __name__ == "__main__":
