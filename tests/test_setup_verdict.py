@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from envyard.setup import verdict
@@ -108,3 +112,24 @@ def test_shortfall_names_the_ratio_and_the_service():
         "L4 tests run failed: the test run passed the 60s limit"
     assert verdict.shortfall(level=4, pass_ratio=1.0, tests=suite(3, 0), l4_detail="", services_missing={},
                              conn={}, provided=[]) == ""
+
+
+def test_the_import_check_takes_top_level_scripts_as_imported(tmp_path):
+    """A repository's top-level scripts (flit's bootstrap_dev.py) parse sys.argv, or exit, when imported: the
+    check must neither hand them the module names as arguments nor die with them. A package that exits on
+    import still fails."""
+    from envyard.setup.search import IMPORT_CHECK
+
+    (tmp_path / "tool.py").write_text("import argparse\nargparse.ArgumentParser().parse_args()\n")
+    (tmp_path / "runner.py").write_text("import sys\nsys.exit('usage: runner.py FILE')\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("VALUE = 1\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-c", IMPORT_CHECK, "tool", "runner", "pkg", "absent"], cwd="/", env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["tool runner pkg", "absent"]
+    (tmp_path / "pkg" / "__init__.py").write_text("import sys\nsys.exit('this Python is not supported')\n")
+    r = subprocess.run([sys.executable, "-c", IMPORT_CHECK, "pkg"], cwd="/", env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode != 0 and "not supported" in r.stderr

@@ -906,11 +906,17 @@ class Search:
 
 # Imports each installed name given; prints the imported names, then the names not found at all.
 IMPORT_CHECK = """import importlib, importlib.util, sys
-found = [n for n in sys.argv[1:] if importlib.util.find_spec(n) is not None]
+names, sys.argv = sys.argv[1:], sys.argv[:1]  # a top-level script must not take these names for its arguments
+specs = {n: importlib.util.find_spec(n) for n in names}
+found = [n for n in names if specs[n] is not None]
 for n in found:
-    importlib.import_module(n)
+    try:
+        importlib.import_module(n)
+    except SystemExit:  # a top-level script that runs, and exits, when imported has imported all the same;
+        if specs[n].submodule_search_locations is not None:  # a package that exits does not
+            raise
 print(" ".join(found))
-print(" ".join(n for n in sys.argv[1:] if n not in found))
+print(" ".join(n for n in names if n not in found))
 """
 
 # Imports each name from the source tree (the working directory), each in its own process with a time limit.
