@@ -225,7 +225,10 @@ def test_the_filter_drops_only_new_configs_that_pytest_reads(tmp_path):
     files = {"w/a/pyproject.toml": "[project]\nname = 'a'\n", "w/b/pyproject.toml": "[tool.pytest.ini_options]\n",
              "w/c/tox.ini": "[tox]\n", "w/d/tox.ini": "[pytest]\naddopts = -p x\n", "w/e/setup.cfg": "[metadata]\n",
              "w/f/setup.cfg": "[tool:pytest]\n", "w/g/pytest.toml": "", "w/pygments/__init__.py": "",
-             "w/attr.py": "", "opt/env/lib/python3.11/site-packages/packaging/__init__.py": ""}
+             "w/attr.py": "", "opt/env/lib/python3.11/site-packages/packaging/__init__.py": "",
+             # TOML's dotted keys say the same with no [tool.pytest...] header
+             "w/h/pyproject.toml": "[project]\nname = 'h'\n[tool]\npytest.ini_options.addopts = '-p x'\n",
+             "w/i/pyproject.toml": "tool.pytest.ini_options = { addopts = '-p x' }\n"}
     for rel, text in files.items():
         (layer / rel).parent.mkdir(parents=True, exist_ok=True)
         (layer / rel).write_text(text)

@@ -36,6 +36,7 @@ import os
 import stat
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -246,10 +247,15 @@ def _has_pytest_section(name: str, full: str) -> bool:
     if header is None or not os.path.isfile(full) or os.path.islink(full):
         return False
     try:
-        lines = Path(full).read_text(errors="replace").splitlines()
+        text = Path(full).read_text(errors="replace")
     except OSError:
         return True
-    return any(line.strip().replace(" ", "").startswith(header) for line in lines)
+    if name == "pyproject.toml":  # TOML can also say it with dotted keys, without a [tool.pytest...] header
+        try:
+            return "pytest" in tomllib.loads(text).get("tool", {})
+        except (tomllib.TOMLDecodeError, AttributeError):
+            return True  # pytest could not read it either: nothing of the answer is lost by dropping it
+    return any(line.strip().replace(" ", "").startswith(header) for line in text.splitlines())
 
 
 def _without_pytest_plugins(entry_points: str) -> bool:
