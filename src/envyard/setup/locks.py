@@ -94,7 +94,7 @@ def parse(tool: str, text: str) -> Locked:
             continue
         try:
             marker = _marker(tool, p)
-        except (InvalidMarker, TypeError) as e:
+        except (InvalidMarker, TypeError, SyntaxError) as e:  # some packaging releases raise SyntaxError
             out.skipped.append(f"{normalize(name)}: its marker cannot be read ({str(e).splitlines()[0]})")
             continue
         entries.setdefault(normalize(name), []).append((ver, marker))
