@@ -616,3 +616,15 @@ def test_missing_module_repair_table():
            "E   ImportError: No module named 'mypkg'\n")
     assert missing_modules(out) == ["hypothesis", "yaml", "mypkg"]
     assert distributions_for(missing_modules(out), local={"mypkg"}) == ["hypothesis", "pyyaml"]
+
+
+def test_a_requirement_whose_marker_holds_a_newline_is_a_problem_not_a_crash(tmp_path):
+    """packaging 26 raises SyntaxError, not InvalidRequirement, for a newline inside a marker's string: a
+    pyproject.toml can hold one (a TOML "\\n" escape). The rest of the project's evidence is still read."""
+    root = write(tmp_path / "p", {"pyproject.toml": (
+        '[project]\nname = "p"\nversion = "1"\n'
+        'dependencies = ["requests>=2", "foo ; os_name == \\"a\\\\n--index-url http://127.0.0.1:9/\\""]\n')})
+    e = gather(root)
+    one(e, "dependency", {"name": "requests", "spec": ">=2"})
+    assert not find(e, "dependency", {"name": "foo"})
+    assert e.problems, "the unreadable requirement is reported"

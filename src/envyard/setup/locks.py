@@ -144,7 +144,10 @@ def _marker(tool: str, p: dict) -> str | None:
         raw = values[0] if len(values) == 1 else " or ".join(f"({v})" for v in values)
     if not isinstance(raw, str):
         raise TypeError(f"a {type(raw).__name__}, not a string")
-    return str(Marker(raw))
+    marker = str(Marker(raw))
+    if any(c in marker for c in "\r\n"):  # a "\n" escape packaging decoded: it would add a line to the file
+        raise InvalidMarker("a marker that spans lines")
+    return marker
 
 
 def step_command(locked: Locked, check_flags: str = "") -> str:

@@ -353,6 +353,6 @@ def _pipfile_requirement(name: str, spec: object) -> str | tuple[str, bool] | No
         version = "==" + version
     try:
         Requirement(f"{name}{extras_text}{version}{marker}")
-    except InvalidRequirement:
+    except (InvalidRequirement, SyntaxError):  # packaging 26 raises SyntaxError for a newline in a marker
         return None
     return f"{name}{extras_text}{version}{marker}"

@@ -15,8 +15,8 @@ def requirement_value(text: str) -> dict:
     present, and the normalized requirement string. Raises ValueError when `text` is not a valid requirement."""
     try:
         req = Requirement(text.strip())
-    except InvalidRequirement as e:
-        raise ValueError(str(e)) from None
+    except (InvalidRequirement, SyntaxError) as e:  # packaging 26 raises SyntaxError for a newline in a marker
+        raise ValueError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
     spec = format_specifiers(req.specifier)
     marker = str(req.marker) if req.marker else None
     value: dict = {"name": req.name, "spec": spec, "marker": marker}
@@ -28,6 +28,8 @@ def requirement_value(text: str) -> dict:
         text = f"{req.name}{extras} @ {req.url}" + (f" ; {marker}" if marker else "")
     else:
         text = f"{req.name}{extras}{spec}" + (f"; {marker}" if marker else "")
+    if any(c in text for c in "\r\n"):  # a marker's "\n" escape, decoded: the text would break a requirements file
+        raise ValueError("a requirement that spans lines")
     value["requirement"] = text
     return value
 

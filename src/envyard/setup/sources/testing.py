@@ -44,7 +44,7 @@ def record_pytest_config(sink: Sink, file: str, line: int | None, via: str,
             for item in " ".join(items).split():
                 try:
                     name = Requirement(item).name
-                except InvalidRequirement:
+                except (InvalidRequirement, SyntaxError):  # packaging 26: SyntaxError for some
                     continue
                 sink.add("test_plugin", {"name": name, "reason": "required_plugins"}, file, vline,
                          f"{via}.required_plugins")
