@@ -20,6 +20,39 @@ def test_exec_string_and_argv(sb):
     assert r.stdout == "a b|$HOME|'q'|"
 
 
+def test_argv_is_never_shell_interpreted_but_a_string_is(sb):
+    sb.exec("mkdir -p /tmp/globs && touch /tmp/globs/a1 /tmp/globs/a2")
+    # Globs, separators, redirections, substitutions and quotes in a list reach the program as they are.
+    odd = ["/tmp/globs/a*", "x; echo injected", "y && echo z", "> /tmp/globs/out", "$(id -u)", "`id`", 'say "hi"',
+           "tab\there", "new\nline", "", "-n"]
+    r = sb.exec(["printf", "[%s]", *odd])
+    assert r.exit_code == 0 and r.stdout == "".join(f"[{a}]" for a in odd)
+    assert sb.exec("ls /tmp/globs").stdout == "a1\na2\n"  # nothing was redirected into /tmp/globs/out
+    # The same characters in a string are the shell's.
+    assert sb.exec("printf '[%s]' /tmp/globs/a*; echo; echo $((1+2)) && echo x > /tmp/globs/out; cat /tmp/globs/out"
+                   ).stdout == "[/tmp/globs/a1][/tmp/globs/a2]\n3\nx\n"
+
+
+def test_each_exec_leads_a_session_of_its_own(yard, host):
+    """A command's session is what lets a timeout find its double-forked descendants. The runner gets it from
+    envyard's static setsid, so this holds in an image without util-linux's (hidden here)."""
+    # Fields 4 and 6 of /proc/PID/stat are the parent pid and the session id.
+    probe = ["sh", "-c", "set -- $(cut -d')' -f2 /proc/$$/stat); echo $2 $4"]
+    for hide in (False, True):
+        with yard.sandbox(host, ro_binds={"/dev/null": "/usr/bin/setsid"} if hide else None) as s:
+            assert (s.exec("command -v setsid").exit_code != 0) == hide
+            seen = set()
+            for _ in range(3):
+                parent, session = s.exec(probe).stdout.split()
+                assert parent == session  # the runner that started the command leads the command's session
+                seen.add(session)
+            assert len(seen) == 3  # one session per command, none shared with the holder or each other
+            r = s.exec("sleep 100 & sh -c 'sleep 101 &'; sleep 102", timeout=0.3)
+            assert r.timed_out
+            time.sleep(0.1)
+            assert "sleep 10" not in s.exec("cat /proc/[0-9]*/cmdline | tr '\\0' ' '").stdout
+
+
 def test_missing_command_is_127_not_an_exception(sb):
     assert sb.exec("definitely-not-a-command").exit_code == 127
     assert sb.exec(["definitely-not-a-command", "x"]).exit_code == 127

@@ -48,10 +48,13 @@ echo "exit $?" >&5
 HOLDER_SCRIPT = r"""
 D=/.envyard
 if command -v setsid >/dev/null 2>&1; then S=setsid; else S=; fi
+# Runners start through envyard's static setsid (runtime/setsid.py) when there is one for this CPU: the image's
+# is dynamically linked, and loading it was the largest cost of a one-shot exec.
+if [ -x "$D/setsid" ]; then RS="$D/setsid"; else RS=$S; fi
 if command -v bash >/dev/null 2>&1; then B=bash; else B=/bin/sh; fi
 R=__RUNNER__
 # spawn K: start runner K in the background; rp is its pid, or empty when the fork failed (pids limit).
-spawn() { before=$!; $S /bin/sh -c "$R" runner "$1" </dev/null >/dev/null 2>&1 & if [ "$!" != "$before" ]; then rp=$!; else rp=; fi; }
+spawn() { before=$!; $RS /bin/sh -c "$R" runner "$1" </dev/null >/dev/null 2>&1 & if [ "$!" != "$before" ]; then rp=$!; else rp=; fi; }
 spawn 1
 # An owner that died before reading this leaves no reader: take the namespace down rather than die of
 # SIGPIPE and leave runner 1 (and so bwrap's pid-1) waiting forever.

@@ -34,7 +34,7 @@ class OutputBuffer:
     `limit`, it is also written to `spill_path`, up to `max_spill` bytes (and what `budget` allows); beyond
     that, bytes are only counted. Memory and disk use are bounded whatever the command prints."""
 
-    def __init__(self, limit: int | None, spill_path: Path, on_chunk=None, *, max_spill: int = DEFAULT_MAX_SPILL,
+    def __init__(self, limit: int | None, spill_path: "str | Path", on_chunk=None, *, max_spill: int = DEFAULT_MAX_SPILL,
                  budget: SpillBudget | None = None):
         self.on_chunk = on_chunk  # called with each chunk as it arrives (streaming to a client)
         self.limit = MAX_OUTPUT_CEILING if limit is None else limit
