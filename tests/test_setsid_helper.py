@@ -48,3 +48,15 @@ def test_refuses_to_run_outside_a_new_session(helper):
 def test_install_refuses_to_overwrite(tmp_path, helper):
     with pytest.raises(FileExistsError):
         setsid.install(str(tmp_path))
+
+
+def test_not_installed_on_a_noexec_filesystem(tmp_path):
+    d = tmp_path / "noexec"
+    d.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "noexec,size=64k", "tmpfs", str(d)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        assert not setsid.install(str(d))
+        assert not (d / "setsid").exists()
+    finally:
+        subprocess.run(["umount", str(d)], check=True)

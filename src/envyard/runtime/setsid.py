@@ -57,9 +57,11 @@ def program() -> bytes | None:
 
 
 def install(ipc_dir: str) -> bool:
-    """Write the helper into a sandbox's control directory (mode 0755); False when this CPU has none."""
+    """Write the helper into a sandbox's control directory (mode 0755); False when this CPU has none or the
+    directory's filesystem is mounted noexec (the bind at /.envyard keeps that flag, and a runner that cannot
+    be started would leave the holder waiting for it)."""
     data = program()
-    if data is None:
+    if data is None or os.statvfs(ipc_dir).f_flag & os.ST_NOEXEC:
         return False
     fd = os.open(f"{ipc_dir}/setsid", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o755)
     try:
