@@ -21,8 +21,8 @@ import select
 import signal
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from . import janitor, procinfo
 from .runtime.cgroups import Cgroups

@@ -72,7 +72,17 @@ def main(app=None) -> None:
     argv = sys.argv[1:]
     params = parse_run(argv[1:]) if argv[:1] == ["run"] and not _completing() else None
     if params is not None:
-        sys.exit(_run(params))
+        import gc
+
+        # Most of a start is importing the sandbox code: thousands of long-lived objects and next to no garbage,
+        # which still set off the cycle collector ~25 times (~5 ms of CPU). Reference counting frees everything
+        # as usual; after the start this process only waits for its command, so the collector stays off.
+        gc.disable()
+        try:
+            code = _run(params)
+        finally:
+            gc.enable()
+        sys.exit(code)
     if app is None:
         from .main import app
     app()

@@ -11,8 +11,8 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
 
 from ..errors import StoreError
 
@@ -140,5 +140,5 @@ def _migrate(c: sqlite3.Connection) -> None:
               (str(SCHEMA_VERSION), SCHEMA_VERSION))
 
 
-def dumps(value: Any) -> str:
+def dumps(value: object) -> str:
     return json.dumps(value, sort_keys=True)
