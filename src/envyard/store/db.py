@@ -85,6 +85,8 @@ class Database:
                 if self._conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                     self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute("PRAGMA synchronous=NORMAL")
+                if self._schema_version() == SCHEMA_VERSION:
+                    return  # made and migrated by an earlier open: no write transaction on every start
                 with self.transaction() as c:
                     for stmt in SCHEMA.split(";\n"):
                         if stmt.strip():
@@ -100,6 +102,16 @@ class Database:
                 import random  # only on contention
 
                 time.sleep(random.uniform(0.005, 0.05))
+
+    def _schema_version(self) -> int | None:
+        """The version the store's tables are at; None for a new (or not yet complete) database."""
+        try:
+            row = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except sqlite3.OperationalError as e:
+            if "no such table" in str(e):
+                return None
+            raise
+        return int(row[0]) if row and str(row[0]).isdigit() else None
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
