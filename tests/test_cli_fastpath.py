@@ -124,8 +124,21 @@ def read():
     except OSError:
         return None
 before = read()
+def open_databases():
+    import sqlite3
+    gc.unfreeze()  # what the entry point froze is not in get_objects()
+    n = 0
+    for obj in gc.get_objects():
+        if isinstance(obj, sqlite3.Connection):
+            try:
+                obj.total_changes
+                n += 1
+            except sqlite3.ProgrammingError:  # closed
+                pass
+    return n
 atexit.register(lambda: print(json.dumps({"modules": sorted(set(sys.modules) - at_start),
-                                          "mask_rebuilt": read() != before, "gc_enabled": gc.isenabled()})))
+                                          "mask_rebuilt": read() != before, "gc_enabled": gc.isenabled(),
+                                          "open_databases": open_databases()})))
 sys.argv = ["envyard", "run", "host", "--", "true"]
 from envyard.cli.entry import main
 main()
@@ -150,7 +163,8 @@ def test_a_run_imports_only_what_running_a_sandbox_needs(yard, host):
             break
     modules = set(seen["modules"])
     assert {"envyard.runtime.local", "envyard.yard"} <= modules  # it did run a sandbox
-    assert seen["gc_enabled"]  # the entry point turns the cycle collector off for the start only
+    assert seen["gc_enabled"]  # the entry point turns the cycle collector off while `run` runs
+    assert seen["open_databases"] == 0  # the exit does not collect, but the store's connection is closed
     assert sorted(modules & set(NOT_ON_RUN_PATH)) == []
     if not seen["mask_rebuilt"]:
         assert sorted(modules & set(ONLY_FOR_A_NEW_MASK)) == []

@@ -11,6 +11,7 @@ import json
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -67,6 +68,10 @@ class Database:
         self._lock = threading.RLock()
         try:
             self._conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+            # Closed when this object goes, or else at exit: a connection is part of a reference cycle (its
+            # statement cache), and `envyard run` exits without collecting cycles (cli/entry.py). Closing
+            # checkpoints the WAL and removes its files.
+            self._close = weakref.finalize(self, self._conn.close)
             self._conn.row_factory = sqlite3.Row
             self._initialise()
         except sqlite3.DatabaseError as e:
@@ -132,7 +137,7 @@ class Database:
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self._close()
 
 
 # Columns added since version 1, per table. CREATE TABLE IF NOT EXISTS leaves an older table as it was (and
