@@ -20,8 +20,8 @@ import os
 import select
 import signal
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import janitor, procinfo
