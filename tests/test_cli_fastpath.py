@@ -1,10 +1,13 @@
 """The console script's fast path for `envyard run` (cli/entry.py) must read a command line exactly as typer does,
-and hand everything it is not sure of to typer. Checked against typer's own parser (no sandbox, no root)."""
+and hand everything it is not sure of to typer. Checked against typer's own parser; the last test runs a real
+`envyard run` and checks what it imported."""
 
 from __future__ import annotations
 
 import inspect
+import json
 import os
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +101,70 @@ def test_the_console_script_does_not_load_typer_rich_or_pydantic_for_run():
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == ""
+
+
+# Modules a plain `envyard run` must not import: the typer CLI and its helpers, typing (runtime/protocols.py),
+# and what only other features use (file access, warm pools, other backends). hashlib and glob are allowed only when the host mask is rebuilt (a new
+# store, a changed user database): a start that reuses the recorded mask needs neither. (Still imported, and
+# needed: dataclasses, which imports inspect and ast, pathlib, sqlite3, subprocess, shutil, json, re.)
+NOT_ON_RUN_PATH = ("typer", "rich", "pydantic", "click", "typing", "asyncio", "pyseccomp", "ctypes", "logging",
+                   "random", "socket", "concurrent.futures", "envyard.runtime.protocols", "envyard.runtime.files",
+                   "envyard.runtime.applylayer", "envyard.runtime.warm", "envyard.runtime.docker_backend")
+ONLY_FOR_A_NEW_MASK = ("hashlib", "glob", "envyard.bases.hostmask")
+
+RUN_AND_LIST_MODULES = """
+import sys
+at_start = set(sys.modules)  # the interpreter's own
+import atexit, gc, json
+from pathlib import Path
+current = Path(sys.argv[1], "host", "mask-current.json")
+def read():
+    try:
+        return current.read_bytes()
+    except OSError:
+        return None
+before = read()
+def open_databases():
+    import sqlite3
+    gc.unfreeze()  # what the entry point froze is not in get_objects()
+    n = 0
+    for obj in gc.get_objects():
+        if isinstance(obj, sqlite3.Connection):
+            try:
+                obj.total_changes
+                n += 1
+            except sqlite3.ProgrammingError:  # closed
+                pass
+    return n
+atexit.register(lambda: print(json.dumps({"modules": sorted(set(sys.modules) - at_start),
+                                          "mask_rebuilt": read() != before, "gc_enabled": gc.isenabled(),
+                                          "open_databases": open_databases()})))
+sys.argv = ["envyard", "run", "host", "--", "true"]
+from envyard.cli.entry import main
+main()
+"""
+
+
+def test_a_run_imports_only_what_running_a_sandbox_needs(yard, host):
+    """`envyard run host -- true` through the console script's entry point, for real: what its process imported
+    beyond the interpreter's start (issue #12: each of these cost milliseconds of every start)."""
+    # -S: without this machine's .pth files, some of which import typing, re or random into every interpreter
+    # (a normal install has none); site-packages stays reachable through PYTHONPATH.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *site.getsitepackages()]),
+           "ENVYARD_HOME": str(yard.store.home)}
+    # The first run in a store compiles the seccomp program (pyseccomp, ctypes) and caches it; the runs after it
+    # are what is measured. Another process may change the machine state the mask is keyed by: then try again.
+    for attempt in range(4):
+        r = subprocess.run([sys.executable, "-S", "-c", RUN_AND_LIST_MODULES, str(yard.store.home)], env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        seen = json.loads(r.stdout.splitlines()[-1])
+        if attempt and not seen["mask_rebuilt"]:
+            break
+    modules = set(seen["modules"])
+    assert {"envyard.runtime.local", "envyard.yard"} <= modules  # it did run a sandbox
+    assert seen["gc_enabled"]  # the entry point turns the cycle collector off while `run` runs
+    assert seen["open_databases"] == 0  # the exit does not collect, but the store's connection is closed
+    assert sorted(modules & set(NOT_ON_RUN_PATH)) == []
+    if not seen["mask_rebuilt"]:
+        assert sorted(modules & set(ONLY_FOR_A_NEW_MASK)) == []

@@ -390,3 +390,23 @@ def test_owner_killed_mid_snapshot_leaves_no_frozen_sandbox_and_no_copy(tmp_path
     assert report["sandboxes"] == [sid]
     assert len(report["partial_layers"]) == 1  # the copy's unfinished layer
     assert not yard.store.has_image("crash:snap")
+
+
+def test_opening_a_current_store_does_not_wait_for_a_writer(tmp_path):
+    """Every CLI start opens the store: one whose tables are already at this version is opened with reads
+    only, so a long write transaction of another process (a big image import) does not hold the start up."""
+    from envyard.store.db import SCHEMA_VERSION, Database
+
+    path = tmp_path / "store.db"
+    Database(path).close()  # made at this version
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        t = time.monotonic()
+        db = Database(path)
+        assert time.monotonic() - t < 5  # the writer holds the lock for good: waiting would take 30 s
+        assert db.query("SELECT value FROM meta WHERE key='schema_version'")[0]["value"] == str(SCHEMA_VERSION)
+        db.close()
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()

@@ -20,9 +20,9 @@ import os
 import select
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from . import janitor, procinfo
 from .runtime.cgroups import Cgroups

@@ -9,7 +9,7 @@ from __future__ import annotations
 import atexit
 import queue
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from .log import log
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 import re
 import os
+from collections import namedtuple
 from collections.abc import Mapping
 from numbers import Integral, Real
 from pathlib import Path
-from typing import Callable, NamedTuple
 
 from .errors import BadInput
 from .runtime.backend import SECURITY_LEVELS
@@ -73,11 +73,9 @@ def max_spill(value) -> int:
     return integer(value, "max_spill", minimum=0, fix="give a byte count >= 0 (0: no spill file)")
 
 
-class RunOptions(NamedTuple):
-    timeout: float | None
-    max_output: int
-    max_spill: int
-    on_output: Callable | None
+# timeout: float | None, max_output: int, max_spill: int, on_output: a callable or None. A plain namedtuple,
+# not typing.NamedTuple: importing typing is a cost of every `envyard run`.
+RunOptions = namedtuple("RunOptions", ["timeout", "max_output", "max_spill", "on_output"])
 
 
 def run_options(seconds, out_cap, spill_cap, on_output) -> RunOptions:

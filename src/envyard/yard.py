@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from . import gc as gc_mod
 from . import janitor, validate
 from .bases.host import (HOST_IMAGE, HOST_ROOT_LAYER, ensure_host_image, host_root_view, refresh_host_mask,
                          with_current_mask)
 from .errors import BadInput, ImageNotFound, PathOutsideSandbox, SandboxError
-from .runtime import files
-from .runtime.backend import Backend, SandboxHandle, SandboxSpec, Shell, require
+from .runtime.backend import SandboxSpec, require
 from .runtime.holder import IPC_MOUNT
 from .runtime.limits import Limits
 from .runtime.podnet import PodNetwork
-from .runtime.result import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_SPILL, ExecResult
-from .runtime.warm import WarmPool
+from .runtime.result import (DEFAULT_MAX_DOWNLOAD, DEFAULT_MAX_ENTRIES, DEFAULT_MAX_OUTPUT, DEFAULT_MAX_READ,
+                             DEFAULT_MAX_SPILL, ExecResult)
 from .store import Image, Store, parse_image_name
+
+TYPE_CHECKING = False  # typing's own constant would import typing (runtime/protocols.py)
+if TYPE_CHECKING:
+    from .runtime.protocols import Backend, SandboxHandle, Shell
+    from .runtime.warm import WarmPool
 
 NETWORKS = ("none", "host")
 BACKENDS = ("local", "docker")
@@ -35,7 +39,7 @@ class Yard:
 
     def __init__(self, home: str | Path | None = None, *, reap: bool = True, backend: "str | Backend" = "local"):
         self.store = Store(home)
-        if not (backend in BACKENDS or isinstance(backend, Backend)):
+        if backend not in BACKENDS and not _is_backend(backend):
             raise BadInput(f"unknown backend {backend!r}", fix=f"use one of {', '.join(BACKENDS)}, or a Backend")
         self._backend_spec = backend
         self._backend: Backend | None = None if isinstance(backend, str) else backend
@@ -190,6 +194,8 @@ class Yard:
         if size:
             backend = self.backend
             require(backend, "warm pools", backend.capabilities.warm_pools)
+            from .runtime.warm import WarmPool  # here: runtime/warm.py is not needed by most uses
+
             self._pools[key] = pool = WarmPool(lambda: backend.create(spec), size)
             if wait:
                 pool.wait_full()
@@ -264,6 +270,12 @@ class Yard:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _is_backend(obj) -> bool:
+    from .runtime.protocols import Backend  # here: typing's import is a cost every `envyard run` would pay
+
+    return isinstance(obj, Backend)
 
 
 def _pool_key(spec: SandboxSpec) -> tuple:
@@ -354,7 +366,7 @@ class Sandbox:
         data, mode = validate.data(data), validate.mode(mode)
         self._h.write_file(parts, data, mode)
 
-    def read_file(self, path: str, *, max_bytes: int = files.DEFAULT_MAX_READ) -> bytes:
+    def read_file(self, path: str, *, max_bytes: int = DEFAULT_MAX_READ) -> bytes:
         """A regular file's bytes. Larger than `max_bytes` (64 MiB by default): FileTooLarge, before reading."""
         parts = self._parts(path)
         max_bytes = validate.integer(max_bytes, "max_bytes", minimum=0)
@@ -368,8 +380,8 @@ class Sandbox:
         parts = self._parts(dest, "dest")
         self._h.upload(src, parts)
 
-    def download(self, src: str, dest: str | Path, *, max_bytes: int = files.DEFAULT_MAX_DOWNLOAD,
-                 max_entries: int = files.DEFAULT_MAX_ENTRIES) -> list[str]:
+    def download(self, src: str, dest: str | Path, *, max_bytes: int = DEFAULT_MAX_DOWNLOAD,
+                 max_entries: int = DEFAULT_MAX_ENTRIES) -> list[str]:
         """Copy a file or directory out of the sandbox to the host path `dest`. Symlinks inside a directory are
         never followed: one is recreated only if it points inside the copied tree. Returns the sandbox paths
         not copied (other links, FIFOs, sockets, devices, mount points). More than `max_bytes` in all (1 GiB by

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..errors import BadInput
 from ..store import Image, ImageConfig, Store, parse_image_name

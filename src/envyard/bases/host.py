@@ -18,10 +18,8 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
-
-from . import hostmask
 
 from ..errors import HostUnsupported
 from ..store import Image, ImageConfig, Store
@@ -83,6 +81,8 @@ def refresh_host_mask(store: Store) -> Path:
     # globbing the host.
     path = _current_mask(masks, key)
     if path is None:
+        from . import hostmask  # here: a start that reuses the recorded mask (most) does not build one
+
         spec = hostmask.mask_spec(store.home)
         path = masks / hostmask.spec_digest(spec)
         if not path.is_dir():

@@ -23,7 +23,6 @@ To give one sandbox a hidden path on purpose, bind it: `yard.sandbox("host", ro_
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 from pathlib import Path
@@ -66,6 +65,8 @@ def mask_spec(own_store: Path) -> dict:
             scrubbed[rel] = _scrub_user_database(Path("/", rel).read_text(errors="replace"))
         except OSError:
             continue
+    import glob  # here: a start that reuses the recorded mask (most) never globs
+
     removed = sorted(os.path.relpath(p, "/") for g in REMOVED_GLOBS for p in glob.glob("/" + g))
     return {"hidden": sorted(hidden), "scrubbed": scrubbed, "removed": removed}
 

@@ -26,10 +26,8 @@ from pathlib import Path
 from .. import procinfo
 from ..errors import (BadInput, EnvyardError, FileTooLarge, HostUnsupported, NotRegularFile, PathOutsideSandbox,
                       SandboxDied)
+from .result import DEFAULT_MAX_DOWNLOAD, DEFAULT_MAX_ENTRIES, DEFAULT_MAX_READ  # noqa: F401 (files.DEFAULT_*)
 
-DEFAULT_MAX_READ = 64 << 20  # read_file
-DEFAULT_MAX_DOWNLOAD = 1 << 30  # download: all files together
-DEFAULT_MAX_ENTRIES = 100_000  # download: files, directories and links
 MAX_DEPTH = 256  # directory nesting a walk follows (each level holds two descriptors)
 CHUNK = 1 << 20
 

@@ -28,7 +28,6 @@ from ..bases.host import host_view_pinned
 from ..errors import HostUnsupported, SandboxClosed, SandboxDied, SandboxError
 from ..store import SandboxRecord, Store
 from .backend import Capabilities, SandboxSpec, check_spec
-from . import applylayer, files
 from .bwrap import check_overlay_support, find_bwrap
 from . import seccomp, setsid, userns
 from .cgroups import Cgroups
@@ -476,29 +475,43 @@ class LocalSandbox:
 
     # ---- files (from the host, through the sandbox's root: files.py) -------------------------------------
 
+    # files.py and applylayer.py are imported here, not at the top: `envyard run` never needs them.
+
     @contextlib.contextmanager
     def _root(self):
+        from . import files
+
         pid, start = self.root_process()
         with files.sandbox_root(pid, start, self.id) as root:
             yield root
 
     def write_file(self, parts: list[str], data: bytes, mode: int | None) -> None:
+        from . import files
+
         with self._root() as root:
             files.write_file(root, parts, data, mode)
 
     def read_file(self, parts: list[str], max_bytes: int) -> bytes:
+        from . import files
+
         with self._root() as root:
             return files.read_file(root, parts, max_bytes)
 
     def upload(self, src: Path, parts: list[str]) -> None:
+        from . import files
+
         with self._root() as root:
             files.upload(root, src, parts)
 
     def download(self, parts: list[str], dest: Path, max_bytes: int, max_entries: int) -> list[str]:
+        from . import files
+
         with self._root() as root:
             return files.download(root, parts, dest, max_bytes, max_entries)
 
     def apply_layer(self, layer: Path) -> None:
+        from . import applylayer
+
         with self._root() as root:
             applylayer.apply_layer(root, layer)
 

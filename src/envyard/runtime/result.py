@@ -11,6 +11,11 @@ DEFAULT_MAX_OUTPUT = 1 << 20  # bytes kept in memory per stream; the rest spills
 MAX_OUTPUT_CEILING = 256 << 20  # the most one stream may keep in memory; what max_output=None means
 DEFAULT_MAX_SPILL = 256 << 20  # bytes of one stream kept in its spill file on the host; the rest is dropped
 SANDBOX_SPILL_BUDGET = 1 << 30  # what all spill files of one sandbox may hold together
+# The file methods' bounds (runtime/files.py uses them): here so that `Sandbox`'s signatures need not import
+# files.py, which `envyard run` does not use.
+DEFAULT_MAX_READ = 64 << 20  # read_file
+DEFAULT_MAX_DOWNLOAD = 1 << 30  # download: all files together
+DEFAULT_MAX_ENTRIES = 100_000  # download: files, directories and links
 
 
 class SpillBudget:

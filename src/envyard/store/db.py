@@ -11,8 +11,9 @@ import json
 import sqlite3
 import threading
 import time
+import weakref
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
 
 from ..errors import StoreError
 
@@ -67,6 +68,10 @@ class Database:
         self._lock = threading.RLock()
         try:
             self._conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+            # Closed when this object goes, or else at exit: a connection is part of a reference cycle (its
+            # statement cache), and `envyard run` exits without collecting cycles (cli/entry.py). Closing
+            # checkpoints the WAL and removes its files.
+            self._close = weakref.finalize(self, self._conn.close)
             self._conn.row_factory = sqlite3.Row
             self._initialise()
         except sqlite3.DatabaseError as e:
@@ -85,6 +90,8 @@ class Database:
                 if self._conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                     self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute("PRAGMA synchronous=NORMAL")
+                if self._schema_version() == SCHEMA_VERSION:
+                    return  # made and migrated by an earlier open: no write transaction on every start
                 with self.transaction() as c:
                     for stmt in SCHEMA.split(";\n"):
                         if stmt.strip():
@@ -100,6 +107,16 @@ class Database:
                 import random  # only on contention
 
                 time.sleep(random.uniform(0.005, 0.05))
+
+    def _schema_version(self) -> int | None:
+        """The version the store's tables are at; None for a new (or not yet complete) database."""
+        try:
+            row = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except sqlite3.OperationalError as e:
+            if "no such table" in str(e):
+                return None
+            raise
+        return int(row[0]) if row and str(row[0]).isdigit() else None
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -120,7 +137,7 @@ class Database:
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self._close()
 
 
 # Columns added since version 1, per table. CREATE TABLE IF NOT EXISTS leaves an older table as it was (and
@@ -140,5 +157,5 @@ def _migrate(c: sqlite3.Connection) -> None:
               (str(SCHEMA_VERSION), SCHEMA_VERSION))
 
 
-def dumps(value: Any) -> str:
+def dumps(value: object) -> str:
     return json.dumps(value, sort_keys=True)
