@@ -170,7 +170,7 @@ class Workspace:
     def begin(self) -> Image:
         """Seal the changes so far as a layer and continue in a fresh sandbox over it: each layer then holds
         one step's changes, so a snapshot copies only the last step's files, and a rollback is a restart."""
-        snap = self.sb.snapshot()
+        snap = self.sb.snapshot(temporary=True)
         self.snapshots.append(snap)
         self.kill()
         self._open(snap)
@@ -391,7 +391,7 @@ class Search:
             recipe.pins_source, warning = pins.source(recipe.lock_source, used)
             recipe.warnings += [warning] if warning else []
             self._say(b, "snapshot")
-            b.image = ws.sb.snapshot()
+            b.image = ws.sb.snapshot(temporary=True)  # saved under its final name by engine.py
         b.reason = b.reason or first_failure(b.levels)
         b.doing = f"L{b.level}" if b.level >= 0 else "failed"
 
