@@ -396,12 +396,16 @@ my mariadb --protocol=socket $sock < {DIR}/mysql.sql >/tmp/envyard-mysql-users.l
 def _postgres_start(svc: Service) -> str:
     method = "trust" if svc.trust else "scram-sha-256"
     p = svc.port
+    # libpq reads PGHOST, PGUSER, PGPASSWORD... which the project's variables may set (psycopg2's tests read
+    # them): with them, creating the roles would log in over TCP as a role that does not exist yet
     return f"""# postgres on 127.0.0.1:{p}, as the postgres user
+pg() {{ env -u PGHOST -u PGHOSTADDR -u PGPORT -u PGUSER -u PGPASSWORD -u PGPASSFILE -u PGDATABASE -u PGSERVICE \
+  -u PGSERVICEFILE -u PGOPTIONS -u PGSSLMODE -u PGCONNECT_TIMEOUT -u PGTARGETSESSIONATTRS "$@"; }}
 set -- $(pg_lsclusters -h 2>/dev/null | head -n 1)
 [ $# -ge 4 ] || fail postgres "no cluster (is postgresql installed?)"
 v=$1 c=$2
 if [ "$4" != online ]; then
-  pg_isready -q -h 127.0.0.1 -p {p} && fail postgres "port {p} on 127.0.0.1 is taken by a server outside this environment"
+  pg pg_isready -q -h 127.0.0.1 -p {p} && fail postgres "port {p} on 127.0.0.1 is taken by a server outside this environment"
   printf '%s\\n' "listen_addresses = '127.0.0.1'" "port = {p}" "fsync = off" "synchronous_commit = off" \\
     "full_page_writes = off" > /etc/postgresql/$v/$c/conf.d/envyard.conf
   printf '%s\\n' "local all all trust" "host all all 127.0.0.1/32 {method}" "host all all ::1/128 {method}" \\
@@ -412,10 +416,10 @@ if [ "$4" != online ]; then
       /var/log/postgresql/postgresql-$v-$c.log 2>/dev/null | tr '\\n' ' ')"
 fi
 i=0
-until pg_isready -q -h 127.0.0.1 -p {p}; do
+until pg pg_isready -q -h 127.0.0.1 -p {p}; do
   i=$((i + 1)); [ $i -lt 60 ] || fail postgres "not ready after 30 s"; sleep 0.5
 done
-su postgres -s /bin/sh -c "psql -X -q -v ON_ERROR_STOP=1 -p {p} -f {DIR}/postgres.sql" >/tmp/envyard-postgres-init.log \\
+pg su postgres -s /bin/sh -c "psql -X -q -v ON_ERROR_STOP=1 -p {p} -f {DIR}/postgres.sql" >/tmp/envyard-postgres-init.log \\
   2>&1 || fail postgres "could not create its roles and databases: $(tail -n 3 /tmp/envyard-postgres-init.log)"
 """
 
