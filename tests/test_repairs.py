@@ -677,6 +677,13 @@ E   ModuleNotFoundError: No module named 'mypkg._version'
 E   ModuleNotFoundError: No module named 'sklearn'
 """, ("pip", ("hypothesis", "pyyaml", "scikit-learn"), "runtime-missing-module"), local={"mypkg"})
 
+case("collect", """\
+    raise PluginValidationError(
+E   pluggy._manager.PluginValidationError: Plugin '/work/docopt/conftest.py' for hook 'pytest_collect_file'
+E   hookimpl definition: pytest_collect_file(path, parent)
+E   Argument(s) {'path'} are declared in the hookimpl but can not be found in the hookspec
+""", ("pip", ("pytest<8",), "pytest-py-path-hooks"))  # docopt 0.6.2's conftest.py, pytest 9
+
 # ---- dependencies newer than the project ------------------------------------------------------------------
 
 case("collect", """\
