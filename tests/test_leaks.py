@@ -79,6 +79,51 @@ def test_next_yard_reaps_dead_owners(tmp_path):
     collect(yard.store)
 
 
+def test_temporary_images_of_a_killed_process_are_removed_by_gc_and_no_others(tmp_path):
+    """A setup killed midway (SIGKILL from a benchmark's timeout) left one snapshot image per install step."""
+    home = tmp_path / "home"
+    owner = _spawn_owner(home, """
+        with yard.sandbox("host") as sb:
+            sb.exec("echo step1 > /tmp/a")
+            step = sb.snapshot(temporary=True)
+            sb.exec("echo kept > /tmp/b")
+            kept = sb.snapshot("kept/by-name")  # a named snapshot of the same sandbox is the user's
+        with yard.sandbox(step) as sb:
+            again = sb.snapshot()  # a plain snapshot standing on a temporary image does not inherit the mark
+        print(step.name, again.name, flush=True)
+        import time; time.sleep(1000)
+    """)
+    step, again = owner.stdout.readline().split()
+    yard = envyard.Yard(home, reap=False)
+    alive = collect(yard.store)
+    assert alive["temporary_images"] == [] and yard.store.has_image(step, exact=True)  # its owner still runs
+    owner.send_signal(signal.SIGKILL)
+    owner.wait()
+    report = collect(yard.store)
+    assert report["temporary_images"] == [step]
+    names = {i.name for i in yard.store.images()}
+    assert step not in names and again in names and "kept/by-name:latest" in names
+    with yard.sandbox(again) as sb:  # its layers, shared with the removed image, are still there
+        assert sb.exec("cat /tmp/a").stdout == "step1\n"
+    yard.close()
+    collect(envyard.Yard(home).store)
+
+
+def test_sigterm_takes_the_ctrl_c_path_and_leaves_no_sandbox(tmp_path):
+    """`timeout`, `kill` and CI runners send SIGTERM: the CLI cleans up as on Ctrl-C instead of dying on the spot."""
+    home = tmp_path / "home"
+    env = {**os.environ, "ENVYARD_HOME": str(home)}
+    proc = subprocess.Popen([sys.executable, "-c", "from envyard.cli.entry import main; main()", "run", "host", "--", "sh", "-c", "echo up; sleep 1000"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "up\n"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143  # 128 + SIGTERM
+    yard = envyard.Yard(home, reap=False)
+    assert yard.store.sandboxes() == []  # closed by the command itself, not left for gc
+    assert list(yard.store.sandboxes_dir.iterdir()) == []
+    collect(yard.store)
+
+
 def test_live_owner_is_never_reaped(yard, host):
     with yard.sandbox(host) as sb:
         report = collect(yard.store)

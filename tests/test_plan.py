@@ -130,6 +130,21 @@ def test_requirement_files_uv_reads_stay_as_they_are(tmp_path):
     assert [s.command for s in r.steps if s.kind == "requirements"] == ["uv pip install -r requirements.txt"]
 
 
+def test_requirement_files_of_benchmarks_profilers_and_fuzzers_are_not_installed(tmp_path):
+    """tomli's tox envs `benchmark`, `profile` and `fuzz` name their own requirement files; the benchmark's
+    builds C++ TOML parsers that fail here, which used to fail the whole install."""
+    project(tmp_path, ">=3.8")
+    (tmp_path / "tox.ini").write_text("[testenv]\ncommands = pytest\n[testenv:benchmark]\ndeps = -r benchmark/requirements.txt\n"
+                                      "[testenv:profile]\ndeps = -r profiler/requirements.txt\n"
+                                      "[testenv:fuzz]\ndeps = -r fuzzer/requirements.txt\n"
+                                      "[testenv:unit]\ndeps = -r tests/requirements.txt\n")
+    for d in ("benchmark", "profiler", "fuzzer", "tests"):
+        (tmp_path / d).mkdir(exist_ok=True)
+        (tmp_path / d / "requirements.txt").write_text("six\n")
+    r = plan(gather(tmp_path), Candidate(HOST))
+    assert [s.command for s in r.steps if s.kind == "requirements"] == ["uv pip install -r tests/requirements.txt"]
+
+
 PYENV37 = Interpreter("pyenv:3.7.16", "host", "/root/.pyenv/versions/3.7.16/bin/python3", "3.7.16",
                       prefix="/root/.pyenv/versions/3.7.16")
 PYENV38 = Interpreter("pyenv:3.8.18", "host", "/root/.pyenv/versions/3.8.18/bin/python3", "3.8.18",

@@ -49,6 +49,11 @@ def test_pytests_collection_traceback_gives_the_same_signature():
     "ModuleNotFoundError: No module named 'yaml'",
     "ImportError: libfoo.so.1: cannot open shared object file: No such file or directory",
     "ImportError: /opt/venv/lib/python3.11/site-packages/x/_x.so: undefined symbol: PyFoo",
+    # a service the tests expect, not set up as they expect: the environment's problem, not the project's
+    "pymysql.err.OperationalError: (1049, \"Unknown database 'test1'\")",
+    "ConnectionRefusedError: [Errno 111] Connection refused",
+    "psycopg2.OperationalError: connection to server at \"127.0.0.1\", port 5432 failed: Connection refused",
+    "redis.exceptions.ConnectionError: Error 111 connecting to localhost:6379. Connection refused.",
 ])
 def test_a_missing_module_or_a_binary_problem_is_not(error):
     assert project_bug(IMPORT_CHECK.replace("RuntimeError: boom", error), ROOT, "import") is None

@@ -458,7 +458,8 @@ error: Failed to build `anyjson==0.3.3`
          error in anyjson setup command: use_2to3 is invalid.
 
 hint: Build failures usually indicate a problem with the package or the build environment
-""", ("legacy_setuptools", ("setuptools<58",), "setuptools-use-2to3"))
+""", ("legacy_setuptools", ("setuptools<58",), "setuptools-use-2to3"),
+     ("drop", ("anyjson",), "unbuildable-requirement"))  # the last resort comes last
 
 case("install", """\
          Traceback (most recent call last):
@@ -677,6 +678,23 @@ E   ModuleNotFoundError: No module named 'mypkg._version'
 E   ModuleNotFoundError: No module named 'sklearn'
 """, ("pip", ("hypothesis", "pyyaml", "scikit-learn"), "runtime-missing-module"), local={"mypkg"})
 
+case("collect", """\
+    raise PluginValidationError(
+E   pluggy._manager.PluginValidationError: Plugin '/work/docopt/conftest.py' for hook 'pytest_collect_file'
+E   hookimpl definition: pytest_collect_file(path, parent)
+E   Argument(s) {'path'} are declared in the hookimpl but can not be found in the hookspec
+""", ("pip", ("pytest<8",), "pytest-py-path-hooks"))  # docopt 0.6.2's conftest.py, pytest 9
+
+case("install", """\
+Resolved 12 packages in 210ms
+error: Failed to build `blist==1.3.6`
+  Caused by: The build backend returned an error
+  Caused by: Call to `setuptools.build_meta:__legacy__.build_wheel` failed (exit status: 1)
+         subprocess.CalledProcessError: Command '['curl', 'https://pypi.python.org/packages/source/s/setuptools/setuptools-1.1.6.tar.gz', '--silent', '--output', 'setuptools-1.1.6.tar.gz']' returned non-zero exit status 6.
+
+hint: Build failures usually indicate a problem with the package or the build environment
+""", ("drop", ("blist",), "unbuildable-requirement"))  # sortedcontainers' requirements.txt (benchmarks only)
+
 # ---- dependencies newer than the project ------------------------------------------------------------------
 
 case("collect", """\
@@ -804,3 +822,9 @@ def test_tables_are_well_formed():
     assert len(data["header"]) >= 40
     for name, constraint in {**tables()["stdlib_module"], **tables()["stdlib_name"]}.items():
         assert re.fullmatch(r"(<|>=)3\.\d+", constraint), name
+
+
+def test_the_project_itself_is_never_left_out_when_it_does_not_build():
+    out = ("error: Failed to build `sortedcontainers @ file:///work/sortedcontainers`\n"
+           "  Caused by: The build backend returned an error\n")
+    assert [f for f in diagnose(out, stage="install") if f.rule == "unbuildable-requirement"] == []

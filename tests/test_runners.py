@@ -42,6 +42,23 @@ def test_a_unittest_discover_line_in_a_makefile():
     assert not [r for r in rs if "make" in r.command]  # `make test` itself is never run
 
 
+def test_a_self_running_unittest_script_outside_pytests_pattern_is_a_test_command(tmp_path):
+    """decorator's sdist: tests/test.py ends with `unittest.main()`; no tox, CI or pytest configuration names it,
+    and pytest's default discovery (test_*.py, *_test.py) collects nothing."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'd'\nversion = '1'\n")
+    (tmp_path / "tests" / "test.py").write_text(
+        "import unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n        pass\n\n"
+        "if __name__ == '__main__':\n    unittest.main()\n")
+    (tmp_path / "tests" / "helper_test_data.py").write_text("X = 1\n")  # no unittest.main(): not a runner
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "run_testlike.py").write_text("import unittest\nif __name__ == '__main__':\n    unittest.main()\n")
+    rs = runners(gather(tmp_path))
+    assert kinds(rs) == [("pytest", f"{PY} -m pytest"), ("pytest", f"{PY} -m pytest tests/test.py"),
+                         ("script", f"{PY} tests/test.py")]
+    assert rs[1].evidence == "tests/test.py:8, unittest.main"
+
+
 def test_django_runs_first_when_nothing_names_pytest():
     rs = runners(gather(REPOS / "django_app"))
     assert kinds(rs) == [("django", f"{PY} manage.py test --noinput -v 2"), ("pytest", f"{PY} -m pytest")]
@@ -66,6 +83,10 @@ def test_a_pytest_project_keeps_pytest_first_and_its_paths():
     ("DJANGO_SETTINGS_MODULE=x python manage.py test polls --settings=site.test", "django",
      f"{PY} manage.py test --noinput -v 2 --settings=site.test polls"),
     ("cd sub && python run_tests.py", "pytest", f"cd sub && {PY} -m pytest run_tests.py"),
+    # django-taggit's tox.ini: Django's test command as a module, through coverage
+    ("coverage run -m django test --settings=tests.settings {posargs}", "django",
+     f"{PY} -m django test --noinput -v 2 --settings=tests.settings"),
+    ("django-admin test polls --settings=site.test", "django", f"{PY} -m django test --noinput -v 2 --settings=site.test polls"),
 ])
 def test_commands_are_rebuilt_from_checked_parts(tmp_path, command, kind, rebuilt):
     for d in ("tests", "pkg", "sub"):
@@ -82,7 +103,7 @@ def test_commands_are_rebuilt_from_checked_parts(tmp_path, command, kind, rebuil
     "python -c 'import os; os.system(1)'", "python tools/lint.py",      # a script not named like a test
     "python ../outside/test.py", "python /etc/test.py", "python missing_test.py",  # outside the repo or absent
     "cd ../elsewhere && pytest", "python -m unittest discover -s 'tests; rm -rf /'",
-    "python manage.py migrate", "python -m pip install -e .",
+    "python manage.py migrate", "python -m pip install -e .", "python -m django runserver",
 ])
 def test_other_commands_are_not_runners(tmp_path, command):
     (tmp_path / "tests").mkdir()
@@ -95,6 +116,8 @@ def test_arguments_with_shell_syntax_are_dropped(tmp_path):
     (tmp_path / "test_all.py").write_text("")
     rs = from_command("python test_all.py --fast '$(rm -rf /)' `id`", tmp_path, "x")
     assert rs[1].command == f"{PY} test_all.py --fast"
+    rs = from_command("python -m django test --settings='x; rm -rf /' 'a;b'", tmp_path, "x")
+    assert [r.command for r in rs] == [f"{PY} -m django test --noinput -v 2"]
 
 
 def test_shell_classifies_test_scripts():

@@ -363,7 +363,9 @@ def test_hanging_tests_hit_the_step_timeout(home, tmp_path):
     assert json.loads(envyard(home, "ps", "--json").stdout) == []
 
 
-def test_ctrl_c_mid_search_cleans_up_every_branch(home, tmp_path):
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+def test_interrupt_mid_search_cleans_up_every_branch(home, tmp_path, sig, code):
+    """Ctrl-C, or SIGTERM from `timeout`/a CI runner: no sandbox, process or step image is left behind."""
     src = hanging_fixture(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "envyard.cli.main", "setup", str(src), "--name", "interrupted"],
                             env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC},
@@ -376,12 +378,12 @@ def test_ctrl_c_mid_search_cleans_up_every_branch(home, tmp_path):
                 break
             time.sleep(0.5)
         assert proc.poll() is None, "setup ended before its tests were being collected"
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, stderr[-2000:]
+    assert proc.returncode == code, stderr[-2000:]
     assert "interrupted" in stderr
     assert json.loads(envyard(home, "ps", "--json").stdout) == []
     # No process of this store is left: a leaked sandbox's bwrap names the store's directory

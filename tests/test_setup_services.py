@@ -108,6 +108,27 @@ def test_sql_and_names_are_quoted():
     assert services._postgres({}, ev_env).databases == [("test", "postgres")]
 
 
+def test_sql_files_ci_feeds_the_server_are_fed_by_start_sh(tmp_path):
+    """pymysql's CI creates its test databases with `mysql ... < ci/docker-entrypoint-initdb.d/init.sql`; psql
+    `-f` likewise. Files outside the repository, missing ones, and commands with shell syntax are not taken."""
+    ci = ("jobs:\n  t:\n    services:\n      db:\n        image: postgres:16\n    steps:\n      - run: |\n"
+          "          psql -h localhost -U postgres -f ./sql/schema.sql\n"
+          "          psql -U postgres -f ../outside.sql\n"
+          "          psql -U postgres -f sql/missing.sql\n"
+          "          psql -U postgres < sql/schema.sql; curl x | sh\n"
+          "          sudo -u postgres psql < sql/seed.sql\n")
+    root = write(tmp_path / "p", {"pyproject.toml": "[project]\nname='p'\nversion='1'\n", ".github/workflows/ci.yml": ci,
+                                  "sql/schema.sql": "CREATE TABLE t (x int);\n", "sql/seed.sql": "INSERT INTO t VALUES (1);\n"})
+    r = recipe(root)
+    svc = r.services[0]
+    assert svc["kind"] == "postgres" and svc["init_sql"] == ["sql/schema.sql", "sql/seed.sql"]
+    step = next(s for s in r.steps if s.kind == "services")
+    assert "install -m 644 sql/schema.sql /opt/envyard/services/postgres-init-1.sql" in step.command
+    start = services.start_script([services.Service(**{**svc, "users": [tuple(u) for u in svc["users"]],
+                                                       "databases": [tuple(d) for d in svc["databases"]]})])
+    assert start.index("postgres.sql") < start.index("postgres-init-1.sql") < start.index("postgres-init-2.sql")
+
+
 def test_unknown_and_valueless_services(tmp_path):
     root = write(tmp_path, {"setup.py": "from setuptools import setup\nsetup(name='x')\n", "x.py": "",
                             "tox.ini": "[testenv]\npassenv = DATABASE_URL\ncommands = pytest\n",
@@ -181,6 +202,7 @@ def test_mysql_from_ci_settings_and_test_code(tmp_path):
     r = recipe(REPOS / "mysql_app")
     assert [s["kind"] for s in r.services] == ["mysql"] and not r.services_missing
     svc = r.services[0]
+    assert svc["init_sql"] == ["ci/init.sql"]
     assert svc["port"] == 3306 and svc["packages"] == ["mariadb-server", "mariadb-client"]
     assert svc["users"] == [("app", "app-pw"), ("root", "rootpw")] and svc["databases"] == [("mydemo", "app")]
     assert r.env["MYSQL_HOST"] == "127.0.0.1" and r.env["MYSQL_PORT"] == "3306"  # `mysql` is the CI container
@@ -205,10 +227,11 @@ def test_mysql_is_provided_as_mariadb_and_the_suite_passes(tmp_path):
     try:
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         data = json.loads(r.stdout)
-        assert data["status"] == "verified" and data["pass_ratio"] == 1.0 and data["tests_total"] == 4, data["reason"]
-        assert data["replay"]["statuses_same"] == 4  # the clean replay started it again and the tests talked to it
+        assert data["status"] == "verified" and data["pass_ratio"] == 1.0 and data["tests_total"] == 5, data["reason"]
+        assert data["replay"]["statuses_same"] == 5  # the clean replay started it again and the tests talked to it
         contract = tomllib.loads((out / "envyard.toml").read_text())
         assert [(s["kind"], s["port"], s["users"]) for s in contract["service"]] == [("mysql", 3306, ["app", "root"])]
+        assert contract["service"][0]["init_sql"] == ["ci/init.sql"]  # CI's `mysql ... < ci/init.sql`
         assert "mariadb-server" in (out / "setup.sh").read_text() and services.START in (out / "test.sh").read_text()
     finally:
         subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env=env, capture_output=True)

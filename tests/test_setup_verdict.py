@@ -122,13 +122,23 @@ def test_the_import_check_takes_top_level_scripts_as_imported(tmp_path):
 
     (tmp_path / "tool.py").write_text("import argparse\nargparse.ArgumentParser().parse_args()\n")
     (tmp_path / "runner.py").write_text("import sys\nsys.exit('usage: runner.py FILE')\n")
+    # flit's bootstrap_dev.py installs when imported, and raises as root: a script, skipped
+    (tmp_path / "bootstrap.py").write_text("raise RuntimeError('Installing packages as root is not recommended')\n")
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("VALUE = 1\n")
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    r = subprocess.run([sys.executable, "-c", IMPORT_CHECK, "tool", "runner", "pkg", "absent"], cwd="/", env=env,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-c", IMPORT_CHECK, "tool", "runner", "bootstrap", "pkg", "absent"], cwd="/",
+                       env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == ["tool runner pkg", "absent"]
+    assert r.stdout.splitlines() == ["tool runner pkg", "absent", "bootstrap(RuntimeError)"]
+    # ... but not when nothing else imports, and never an ImportError
+    r = subprocess.run([sys.executable, "-c", IMPORT_CHECK, "bootstrap"], cwd="/", env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode != 0 and "not recommended" in r.stderr
+    (tmp_path / "broken.py").write_text("import no_such_module_here\n")
+    r = subprocess.run([sys.executable, "-c", IMPORT_CHECK, "broken", "pkg"], cwd="/", env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode != 0 and "no_such_module_here" in r.stderr
     (tmp_path / "pkg" / "__init__.py").write_text("import sys\nsys.exit('this Python is not supported')\n")
     r = subprocess.run([sys.executable, "-c", IMPORT_CHECK, "pkg"], cwd="/", env=env, capture_output=True,
                        text=True, timeout=60)

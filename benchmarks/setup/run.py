@@ -69,6 +69,9 @@ def source_args(p: dict) -> list[str]:
     return [f"pypi:{p['name']}=={p['version']}"]
 
 
+TERM_GRACE = 60  # s a timed-out setup gets to clean up after SIGTERM
+
+
 def run_envyard(p: dict, home: str, timeout: float, extra: list[str] | None = None) -> dict:
     name, version = p["name"], p["version"]
     env = {**os.environ, "ENVYARD_HOME": home}
@@ -84,8 +87,14 @@ def run_envyard(p: dict, home: str, timeout: float, extra: list[str] | None = No
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the group of the process started just above
-        proc.communicate()
+        # SIGTERM first: setup stops its branches and removes its sandboxes and step images (as on Ctrl-C);
+        # whatever is still running after the grace period is killed with the whole group.
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=TERM_GRACE)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the group of the process started just above
+            proc.communicate()
         res.update(reason=f"benchmark timeout: envyard setup passed {timeout:.0f}s", process_time=time.monotonic() - t)
         shutil.rmtree(out_dir, ignore_errors=True)
         return res

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, turned by the CLI (cli/entry.py) into Ctrl-C's exception so that commands clean up the same way;
+    the CLI then exits 143 (128 + SIGTERM) instead of 130."""
+
+
 class EnvyardError(Exception):
     """Base class. `exit_code` is what the CLI exits with; `fix` tells the user what to do."""
 

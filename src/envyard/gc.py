@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import janitor, procinfo
+from .errors import EnvyardError
 from .runtime.cgroups import Cgroups
 from .bases.host import prune_host_masks, release_host_root_view
 from .runtime.volume import LAYERS, SandboxVolume
@@ -32,6 +33,30 @@ from .store import SandboxRecord, Store
 from .store.store import build_dir_builder_alive
 
 KILL_WAIT = 5.0
+
+# Provenance key of a temporary image (Sandbox.snapshot(temporary=True)): the process it belongs to.
+TEMPORARY_FOR = "temporary_for"
+
+
+def this_process() -> dict:
+    """The owner record of a temporary image: this process's pid and start time (which survives pid reuse)."""
+    pid = os.getpid()
+    return {"pid": pid, "start": procinfo.start_time(pid)}
+
+
+def remove_dead_temporary_images(store: Store) -> list[str]:
+    """Temporary images whose process has exited: intermediate states of a run that was killed before it could
+    remove them itself (`envyard setup` killed by a timeout left one image per install step)."""
+    gone = []
+    for img in store.images():
+        owner = img.config.provenance.get(TEMPORARY_FOR)
+        if isinstance(owner, dict) and not procinfo.is_alive(owner.get("pid"), owner.get("start")):
+            try:
+                store.remove_image(img.name)
+            except EnvyardError:  # removed meanwhile by its owner's own cleanup
+                continue
+            gone.append(img.name)
+    return gone
 
 
 @dataclass
@@ -214,6 +239,7 @@ def _collect(store: Store, volume: SandboxVolume) -> dict:
     for p in partial:
         store.discard_dir(p)
     report["partial_layers"] = [Path(p).name for p in partial]
+    report["temporary_images"] = remove_dead_temporary_images(store)
     report["unused_layers"] = store.remove_unused_layers()
     report["partial_downloads"] = store.remove_stale_downloads()
     report["trash"] = store.empty_trash()

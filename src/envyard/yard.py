@@ -12,6 +12,7 @@ from . import janitor, validate
 from .bases.host import (HOST_IMAGE, HOST_ROOT_LAYER, ensure_host_image, host_root_view, refresh_host_mask,
                          with_current_mask)
 from .errors import BadInput, ImageNotFound, PathOutsideSandbox, SandboxError
+from .gc import TEMPORARY_FOR, this_process
 from .runtime.backend import SandboxSpec, require
 from .runtime.holder import IPC_MOUNT
 from .runtime.limits import Limits
@@ -408,9 +409,11 @@ class Sandbox:
 
     # ---- state --------------------------------------------------------------------------------------------
 
-    def snapshot(self, name: str | None = None) -> Image:
+    def snapshot(self, name: str | None = None, *, temporary: bool = False) -> Image:
         """Seal the sandbox's changes as a new layer on top of its image; returns the new image. The sandbox
-        keeps running."""
+        keeps running. `temporary`: the image is this process's intermediate state (a setup step, a derive
+        validation): `envyard gc` removes it once this process has exited, so a run killed midway (SIGKILL, a
+        benchmark timeout) leaves no image behind."""
         if name is not None:
             name = parse_image_name(validate.text(name, "name"))
         else:
@@ -422,6 +425,9 @@ class Sandbox:
         layer = store.seal_layer(built, {"snapshot_of": self.id, "image": self.image.name})
         config = type(self.image.config)(**{**self.image.config.__dict__})
         config.provenance = {**config.provenance, "snapshot_of": self.id, "parent_image": self.image.name}
+        config.provenance.pop(TEMPORARY_FOR, None)  # a snapshot of a temporary image is kept unless it says so
+        if temporary:
+            config.provenance[TEMPORARY_FOR] = this_process()
         image = store.put_image(name, [*self.image.layers, layer.id], config)
         self._h.snapshot_sealed(image)
         return image

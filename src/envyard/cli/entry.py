@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 
 # `run`'s options as cli/main.py declares them: long name -> (parameter, kind); a flag takes no value.
@@ -69,6 +70,16 @@ def parse_run(args: list[str]) -> dict | None:
 
 def main(app=None) -> None:
     """The console script: the fast path for a plain `envyard run`, typer for everything else."""
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        _main(app)
+    except SystemExit as e:
+        if e.code == 130 and _terminated:
+            raise SystemExit(143) from None
+        raise
+
+
+def _main(app) -> None:
     argv = sys.argv[1:]
     params = parse_run(argv[1:]) if argv[:1] == ["run"] and not _completing() else None
     if params is not None:
@@ -90,6 +101,20 @@ def main(app=None) -> None:
     if app is None:
         from .main import app
     app()
+
+
+_terminated = False
+
+
+def _terminate(signum, frame) -> None:
+    """SIGTERM (`timeout`, `kill`, a CI runner's cancel) takes Ctrl-C's path: each command closes its sandboxes
+    and removes its partial work, then the process exits 143. Default handling would kill the process on the
+    spot and leave all of that to `envyard gc`. `serve` installs its own handler (a graceful shutdown)."""
+    global _terminated
+    _terminated = True
+    from ..errors import Terminated
+
+    raise Terminated
 
 
 def _completing() -> bool:

@@ -140,7 +140,7 @@ def validate(yard, facts: SourceFacts, task: Path, s: Screened, costs: Costs, *,
             if r.exit_code != 0:
                 raise Dropped("setup-failed", (r.stderr.strip().splitlines() or [f"exit {r.exit_code}"])[-1][:200])
             sb.exec(["rm", "-f", "/tmp/envyard-setup.sh"])
-            broken = sb.snapshot()
+            broken = sb.snapshot(temporary=True)
             if snapshots is not None:
                 snapshots.add(broken.name)
         costs.setup += time.monotonic() - start

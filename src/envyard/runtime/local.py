@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 
 from .. import janitor, procinfo, validate
 from ..bases.host import host_view_pinned
-from ..errors import HostUnsupported, SandboxClosed, SandboxDied, SandboxError
+from ..errors import HostUnsupported, SandboxClosed, SandboxDied, SandboxError, Terminated
 from ..store import SandboxRecord, Store
 from .backend import Capabilities, SandboxSpec, check_spec
 from .bwrap import check_overlay_support, find_bwrap
@@ -204,6 +204,8 @@ class LocalSandbox:
                 try:
                     left = None if deadline is None else max(0.0, deadline - time.monotonic())
                     return proc.wait(left)
+                except Terminated:
+                    raise  # SIGTERM reached only us: the finally below kills the sandbox with bwrap
                 except KeyboardInterrupt:
                     continue
                 except subprocess.TimeoutExpired:

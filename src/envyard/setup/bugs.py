@@ -18,7 +18,12 @@ EXCEPTION = re.compile(r"^(?:E\s+)?((?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?::\s?(.*))?$")
 # Failures that are the environment's, not the project's: a module missing or built for another ABI.
 NOT_THE_PROJECT = re.compile(r"ModuleNotFoundError|ImportError|undefined symbol|cannot open shared object|"
                              r"\.so\b|incompatible architecture|GLIBC_|numpy\.core\.multiarray failed|"
-                             r"compiled (?:against|using)|binary incompatib|PackageNotFoundError|DistributionNotFound")
+                             r"compiled (?:against|using)|binary incompatib|PackageNotFoundError|DistributionNotFound|"
+                             # a database or service the tests expect, unreachable or not set up as they expect
+                             # (pymysql's suite connects at import: "OperationalError: Unknown database 'test1'")
+                             r"OperationalError|InterfaceError|ConnectionRefusedError|ConnectionError|"
+                             r"Connection refused|could not connect to server|Unknown database|Access denied for user|"
+                             r"password authentication failed|(?:role|database) \S+ does not exist")
 ENV_PATH = re.compile(r"site-packages|dist-packages|/opt/venv/|/\.venv/|/opt/envyard/")
 STDLIB_PATH = re.compile(r"^(?:<frozen |<string>|<stdin>|/usr/(?:local/)?lib/python\d|/usr/lib/pypy)")
 

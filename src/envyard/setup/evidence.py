@@ -130,6 +130,7 @@ _READERS = (
     ("Makefile", testing.read_makefiles),
     ("manage.py", testing.read_django),
     ("runtests.py", testing.read_runtests),
+    ("self-running test scripts", testing.read_test_scripts),
     ("CI", ci.read_ci),
     ("compose", ci.read_compose),
     ("Dockerfile", docker.read_dockerfiles),

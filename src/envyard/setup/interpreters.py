@@ -400,7 +400,7 @@ def setup_base(yard: Yard, interp: Interpreter, on_progress: Callable[[str], Non
                     tail = (r.stderr or r.stdout).strip()[-400:]
                     raise SetupBaseError(f"{interp.label} does not make a venv inside the sandbox: {tail}",
                                          fix="check the interpreter on the host, or choose another with --python")
-            snap = sb.snapshot()
+            snap = sb.snapshot(temporary=True)
             track(sb, False)
         config = ImageConfig(env={**snap.config.env, "LANG": "C.UTF-8"}, workdir="/",
                              provenance={"provider": "setup-base", "interpreter": interp.label})

@@ -25,6 +25,9 @@ from .runners import default_runner
 
 VENV = "/opt/venv"
 INSTALL = "uv pip install"
+# Requirements files for other jobs than the tests: docs, linters, benchmarks (tomli's benchmark/requirements.txt
+# builds C++ TOML parsers that fail on a stock machine), profilers, fuzzers, type checkers.
+NOT_FOR_TESTS = re.compile(r"doc|lint|bench|profil|fuzz|mypy|typing|typecheck", re.I)
 TESTISH = re.compile(r"(^|[-_])(test|tests|testing|dev|develop|check)($|[-_])", re.I)
 # When each interpreter line was released: a project released long before it likely never ran on it.
 PYTHON_RELEASED = {(3, 6): "2016-12-23", (3, 7): "2018-06-27", (3, 8): "2019-10-14",
@@ -258,7 +261,7 @@ def plan(ev: Evidence, cand: Candidate) -> Recipe:
         r.steps.insert(0, apt_step(apt, "system_package: " + ", ".join(apt), recommends=True))
     req_files = [f for f in ev.of("requirements_file") if isinstance(f.value, dict)
                  and f.value.get("role", "requirements") == "requirements"
-                 and not re.search(r"(doc|lint)", f.value.get("path", ""), re.I)]
+                 and not NOT_FOR_TESTS.search(f.value.get("path", ""))]
     top = [f for f in req_files if "/" not in f.value["path"]] or req_files  # included files come along via -r
     rewrites = {f.value["path"]: f.value for f in ev.of("requirements_rewrite") if isinstance(f.value, dict)}
     for f in top:

@@ -2,7 +2,7 @@
 commands, found as evidence (tox, nox, Makefile, CI, manage.py, unittest imports) with their file and line.
 
 A command from the project is never run as it is written. It is parsed into a runner this module knows —
-pytest, `python -m unittest`, Django's `manage.py test`, nose (run by pytest), or a test script run with the
+pytest, `python -m unittest`, Django's `manage.py test` (or `python -m django test`), nose (run by pytest), or a test script run with the
 environment's interpreter — and the command is rebuilt from the parts that were checked: paths inside the
 repository, simple option values, dotted test labels. Anything else (`make`, `tox`, shell scripts, `setup.py
 test`, arbitrary programs) is not a runner; `make test` or `tox` are read through the commands they contain,
@@ -33,6 +33,7 @@ _LABEL = re.compile(r"^[A-Za-z_][\w.]*$")
 _PYTHON = re.compile(r"^(?:python(?:[23](?:\.\d+)?)?|py|pypy3?|python\.exe)$", re.I)
 _TESTISH_SCRIPT = re.compile(r"test", re.I)
 _WRAPPERS = {"sudo", "time", "exec", "nice", "command", "stdbuf", "env", "xvfb-run"}
+DJANGO_MODULE = "-m django"  # in place of manage.py's path: Django's test command run as a module
 _RUN_PREFIXES = {"poetry", "pdm", "uv", "pipenv", "rye", "hatch", "pixi"}
 
 
@@ -164,6 +165,8 @@ def _head(toks: list[str]) -> tuple[str, list[str]] | None:
         return "pytest", rest
     if head in ("nosetests", "nose2"):
         return "nose", rest
+    if head == "django-admin" and rest[:1] == ["test"]:
+        return "django", [DJANGO_MODULE, *rest[1:]]
     if head == "coverage" and rest[:1] == ["run"]:
         rest = rest[1:]
         while rest and rest[0].startswith("-") and rest[0] != "-m":
@@ -191,6 +194,8 @@ def _python(rest: list[str]) -> tuple[str, list[str]] | None:
             return "nose", args
         if mod == "coverage" and args[:1] == ["run"]:
             return _head(["coverage", *args])
+        if mod == "django" and args[:1] == ["test"]:  # tox: `python -m django test --settings=tests.settings`
+            return "django", [DJANGO_MODULE, *args[1:]]
         return None
     script, args = rest[0], rest[1:]
     name = script.rsplit("/", 1)[-1]
@@ -230,9 +235,13 @@ def _build(kind: str, args: list[str], root: Path, cwd: str) -> list[_Built]:
                 settings.append(a)
             elif not a.startswith("-") and _LABEL.match(a):
                 labels.append(a)
-        if _inside(root, cwd, script, dir_ok=False) is None:
+        if script == DJANGO_MODULE:
+            how = ["-m", "django"]
+        elif _inside(root, cwd, script, dir_ok=False) is not None:
+            how = [shlex.quote(script)]
+        else:
             return []
-        command = " ".join([PY, shlex.quote(script), "test", "--noinput", "-v", "2", *settings, *labels])
+        command = " ".join([PY, *how, "test", "--noinput", "-v", "2", *settings, *labels])
         return [_Built("django", command, None)]
     if kind == "script":
         script = _inside(root, cwd, args[0], dir_ok=False)

@@ -170,7 +170,7 @@ class Workspace:
     def begin(self) -> Image:
         """Seal the changes so far as a layer and continue in a fresh sandbox over it: each layer then holds
         one step's changes, so a snapshot copies only the last step's files, and a rollback is a restart."""
-        snap = self.sb.snapshot()
+        snap = self.sb.snapshot(temporary=True)
         self.snapshots.append(snap)
         self.kill()
         self._open(snap)
@@ -391,7 +391,7 @@ class Search:
             recipe.pins_source, warning = pins.source(recipe.lock_source, used)
             recipe.warnings += [warning] if warning else []
             self._say(b, "snapshot")
-            b.image = ws.sb.snapshot()
+            b.image = ws.sb.snapshot(temporary=True)  # saved under its final name by engine.py
         b.reason = b.reason or first_failure(b.levels)
         b.doing = f"L{b.level}" if b.level >= 0 else "failed"
 
@@ -760,11 +760,12 @@ class Search:
         last = (r.stderr.strip().splitlines() or [""])[-1][:300]
         if r.exit_code != 0:
             return False, last, r.stdout + r.stderr
-        imported, skipped = (r.stdout.split("\n") + ["", ""])[:2]
+        imported, skipped, scripts = (r.stdout.split("\n") + ["", "", ""])[:3]
         if not imported.split():
             return False, "none of the project's packages is installed: " + ", ".join(recipe.packages), ""
         return True, imported.strip().replace(" ", ", ") + (f" (not installed, skipped: {skipped.strip()})"
-                                                             if skipped.strip() else ""), ""
+                                                             if skipped.strip() else "") + \
+            (f" (run as scripts when imported, skipped: {scripts.strip()})" if scripts.strip() else ""), ""
 
     def _imports_from_source(self, ws: Workspace, recipe: Recipe):
         """L1 for a project that is not packaged (scripts and requirements only): nothing installs its modules,
@@ -904,19 +905,30 @@ class Search:
         return LevelResult(-1, "sources unchanged", True, f"{len(self.manifest)} Python files checked", time.monotonic() - t)
 
 
-# Imports each installed name given; prints the imported names, then the names not found at all.
+# Imports each installed name given; prints the imported names, then the names not found at all, then the
+# single-file modules that ran as scripts when imported and failed (flit's bootstrap_dev.py installs on import
+# and refuses to run as root): skipped as long as some name imports. A package must import, and so must every
+# module when nothing else does; an ImportError always counts.
 IMPORT_CHECK = """import importlib, importlib.util, sys
 names, sys.argv = sys.argv[1:], sys.argv[:1]  # a top-level script must not take these names for its arguments
 specs = {n: importlib.util.find_spec(n) for n in names}
 found = [n for n in names if specs[n] is not None]
+imported, scripts = [], []
 for n in found:
     try:
         importlib.import_module(n)
-    except SystemExit:  # a top-level script that runs, and exits, when imported has imported all the same;
-        if specs[n].submodule_search_locations is not None:  # a package that exits does not
+    except (SystemExit, Exception) as e:  # a top-level script that exits when imported has imported all the same
+        if specs[n].submodule_search_locations is not None or isinstance(e, ImportError):
             raise
-print(" ".join(found))
+        if not isinstance(e, SystemExit):
+            scripts.append((n, e))
+            continue
+    imported.append(n)
+if scripts and not imported:
+    raise scripts[0][1]
+print(" ".join(imported))
 print(" ".join(n for n in names if n not in found))
+print(" ".join(n + "(" + type(e).__name__ + ")" for n, e in scripts))
 """
 
 # Imports each name from the source tree (the working directory), each in its own process with a time limit.

@@ -33,6 +33,7 @@ from .evidence import Evidence
 
 DIR = "/opt/envyard/services"
 START = f"{DIR}/start.sh"
+MAX_INIT_SQL = 10
 STOP = f"{DIR}/stop.sh"
 FAILED = "envyard-services: cannot start"  # start.sh's message when a service does not come up
 FAILED_EXIT = 97
@@ -60,6 +61,7 @@ class Service:
     databases: list[tuple[str, str]] = field(default_factory=list)  # (database, owner)
     password: str = ""  # redis: requirepass
     trust: bool = False  # postgres: no password anywhere: local connections are trusted
+    init_sql: list[str] = field(default_factory=list)  # the repository's SQL files CI feeds the server, in order
     evidence: list[str] = field(default_factory=list)  # "file:line (rule)"
 
     def to_dict(self) -> dict:
@@ -165,6 +167,11 @@ def needed(ev: Evidence) -> Services:
             default = v.get("default")
             if isinstance(default, str) and "://" in default and v["name"] not in out.env:
                 env_of.setdefault(v["service"], []).append((v["name"].upper(), default))  # its users and databases
+    init_sql: dict[str, list[str]] = {}
+    for f in ev.of("service_init"):
+        v = f.value
+        if isinstance(v, dict) and v.get("path") not in init_sql.get(v.get("service"), []):
+            init_sql.setdefault(v.get("service"), []).append(v["path"])
     for kind, where in kinds.items():
         if kind not in KINDS:
             out.missing[kind] = where[0]
@@ -173,6 +180,7 @@ def needed(ev: Evidence) -> Services:
         svc = (_postgres(settings.get(kind, {}), env) if kind == "postgres" else
                _mysql(settings.get(kind, {}), env) if kind == "mysql" else _redis(env))
         svc.evidence = where[:5]
+        svc.init_sql = init_sql.get(kind, [])[:MAX_INIT_SQL]
         out.provided.append(svc)
         _code_env(svc, code.get(kind, []), out)
     for kind, where in out.missing.items():
@@ -390,18 +398,23 @@ until my mariadb-admin --protocol=socket $sock ping >/dev/null 2>&1; do
 done
 my mariadb --protocol=socket $sock < {DIR}/mysql.sql >/tmp/envyard-mysql-users.log 2>&1 || \\
   fail mysql "could not create its users and databases: $(tail -n 3 /tmp/envyard-mysql-users.log)"
-"""
+""" + "".join(f"my mariadb --protocol=socket $sock --force < {_init_file(svc, i)} >>/tmp/envyard-mysql-init-sql.log 2>&1\n"
+              for i in range(len(svc.init_sql)))
 
 
 def _postgres_start(svc: Service) -> str:
     method = "trust" if svc.trust else "scram-sha-256"
     p = svc.port
+    # libpq reads PGHOST, PGUSER, PGPASSWORD... which the project's variables may set (psycopg2's tests read
+    # them): with them, creating the roles would log in over TCP as a role that does not exist yet
     return f"""# postgres on 127.0.0.1:{p}, as the postgres user
+pg() {{ env -u PGHOST -u PGHOSTADDR -u PGPORT -u PGUSER -u PGPASSWORD -u PGPASSFILE -u PGDATABASE -u PGSERVICE \
+  -u PGSERVICEFILE -u PGOPTIONS -u PGSSLMODE -u PGCONNECT_TIMEOUT -u PGTARGETSESSIONATTRS "$@"; }}
 set -- $(pg_lsclusters -h 2>/dev/null | head -n 1)
 [ $# -ge 4 ] || fail postgres "no cluster (is postgresql installed?)"
 v=$1 c=$2
 if [ "$4" != online ]; then
-  pg_isready -q -h 127.0.0.1 -p {p} && fail postgres "port {p} on 127.0.0.1 is taken by a server outside this environment"
+  pg pg_isready -q -h 127.0.0.1 -p {p} && fail postgres "port {p} on 127.0.0.1 is taken by a server outside this environment"
   printf '%s\\n' "listen_addresses = '127.0.0.1'" "port = {p}" "fsync = off" "synchronous_commit = off" \\
     "full_page_writes = off" > /etc/postgresql/$v/$c/conf.d/envyard.conf
   printf '%s\\n' "local all all trust" "host all all 127.0.0.1/32 {method}" "host all all ::1/128 {method}" \\
@@ -412,12 +425,20 @@ if [ "$4" != online ]; then
       /var/log/postgresql/postgresql-$v-$c.log 2>/dev/null | tr '\\n' ' ')"
 fi
 i=0
-until pg_isready -q -h 127.0.0.1 -p {p}; do
+until pg pg_isready -q -h 127.0.0.1 -p {p}; do
   i=$((i + 1)); [ $i -lt 60 ] || fail postgres "not ready after 30 s"; sleep 0.5
 done
-su postgres -s /bin/sh -c "psql -X -q -v ON_ERROR_STOP=1 -p {p} -f {DIR}/postgres.sql" >/tmp/envyard-postgres-init.log \\
+pg su postgres -s /bin/sh -c "psql -X -q -v ON_ERROR_STOP=1 -p {p} -f {DIR}/postgres.sql" >/tmp/envyard-postgres-init.log \\
   2>&1 || fail postgres "could not create its roles and databases: $(tail -n 3 /tmp/envyard-postgres-init.log)"
-"""
+""" + "".join(f'pg su postgres -s /bin/sh -c "psql -X -q -p {p} -f {_init_file(svc, i)}" '
+              f">>/tmp/envyard-postgres-init-sql.log 2>&1\n" for i in range(len(svc.init_sql)))
+
+
+def _init_file(svc: Service, i: int) -> str:
+    """Where the services step puts the i-th SQL file CI feeds `svc` (the project's tree may not be at hand
+    when start.sh runs). start.sh feeds them after creating the roles, errors ignored: they create what
+    already exists on every later start."""
+    return f"{DIR}/{svc.kind}-init-{i + 1}.sql"
 
 
 def _redis_conf(svc: Service) -> str:
@@ -490,6 +511,8 @@ def steps(services: list[Service]):
             writes.append(_write(f"{DIR}/mysql.sql", mysql_sql(s), "600"))
         elif s.kind == "redis":
             writes.append(_write(f"{DIR}/redis.conf", _redis_conf(s), "640") + f" && chown redis {DIR}/redis.conf")
+        # run from the project's root, like every step
+        writes += [f"install -m 644 {shlex.quote(path)} {_init_file(s, i)}" for i, path in enumerate(s.init_sql)]
     return [apt_step(packages, f"services the tests expect: {kinds}"),
             Step("services", " && ".join(writes), f"start/stop scripts for {', '.join(s.kind for s in services)}")]
 

@@ -5,6 +5,8 @@ services (`services:` entries and environment variables)."""
 
 from __future__ import annotations
 
+import re
+
 from . import yamltext
 from .base import Sink
 from .knowledge import service_for_alias, service_for_image
@@ -16,6 +18,10 @@ _COMMAND_KEYS = {"run", "script", "before_script", "after_script", "install", "b
                  "bash", "pwsh", "commands", "steps_script"}
 _VERSION_KEYS = {"python-version", "python_version", "python-versions", "python_versions"}
 _MATRIX_VERSION_KEYS = {"python", "py", "pythons", "python-version", "python_version", "python-versions"}
+# `mysql|mariadb [options] < FILE.sql`, `psql [options] -f FILE.sql` (or `< FILE.sql`), maybe after sudo/-u
+_FEED_SQL = re.compile(r"^(?:sudo\s+(?:-u\s+\S+\s+)?)?(?P<client>mysql|mariadb|psql)\b[^<>|;&`$]*?"
+                       r"(?:(?:-f\s*|--file[= ])(?P<file>[\w./-]+\.sql)[^<>|;&`$]*"
+                       r"|<\s*(?P<redirect>[\w./-]+\.sql))\s*$")
 _ENV_KEYS = {"env", "environment", "variables", "global"}
 
 
@@ -126,10 +132,23 @@ class _Walker:
                     buf += text.rstrip()[:-1] + " "
                     continue
                 record_command(self.sink, (buf + text).strip(), self.rel, start, f"{self.system}.run", state=state)
+                self.init_sql((buf + text).strip(), start)
                 buf, start = "", None
             if buf.strip():
                 record_command(self.sink, buf.strip(), self.rel, start, f"{self.system}.run", state=state)
+                self.init_sql(buf.strip(), start)
             record_apt(self.sink, [(n or 0, t) for n, t in lines], self.rel, f"{self.system}.apt-get")
+
+    def init_sql(self, command: str, line: int | None) -> None:
+        """A CI step that feeds one of the repository's SQL files to the database service before the tests
+        (pymysql: `mysql -h127.0.0.1 -uroot < ci/docker-entrypoint-initdb.d/init.sql`)."""
+        m = _FEED_SQL.match(command)
+        if not m:
+            return
+        path = (m.group("redirect") or m.group("file") or "").removeprefix("./")
+        if path and ".." not in path.split("/") and self.sink.files.exists(path):
+            kind = "postgres" if m.group("client") == "psql" else "mysql"
+            self.sink.add("service_init", {"service": kind, "path": path}, self.rel, line, f"{self.system}.run")
 
     def services(self, value) -> None:
         if isinstance(value, dict):                             # GitHub Actions, compose: name → definition

@@ -174,6 +174,32 @@ def read_runtests(sink: Sink) -> None:
         sink.add("test_command", f"python {rel}", rel, None, "runtests.py")
 
 
+_TEST_DIR_PART = re.compile(r"^(tests?|testing)$")
+_UNITTEST_MAIN = re.compile(r"^\s*unittest\.main\(", re.M)
+
+
+def read_test_scripts(sink: Sink) -> None:
+    """Test scripts that pytest's file pattern misses and that run themselves (`if __name__ == "__main__":
+    unittest.main()`), such as decorator's `tests/test.py`: each is a test command `python PATH` (runners.py runs
+    it through pytest, which collects a file named on its command line whatever its name, then natively)."""
+    found = 0
+    for rel in sink.files.paths:
+        parts = rel.split("/")
+        name = parts[-1]
+        if not name.endswith(".py") or _TEST_FILE_RE.search(rel) or "test" not in name.lower() or len(parts) > 4:
+            continue
+        if len(parts) > 1 and not any(_TEST_DIR_PART.match(d) for d in parts[:-1]):
+            continue
+        text = sink.read(rel, limit=262144, quiet=True) or ""
+        m = _UNITTEST_MAIN.search(text)
+        if not m or "__main__" not in text:
+            continue
+        sink.add("test_command", f"python {rel}", rel, text[:m.start()].count("\n") + 1, "unittest.main")
+        found += 1
+        if found >= 3:
+            return
+
+
 def read_test_files(sink: Sink) -> None:
     """Where test files are, and — when there is no pytest configuration and no test imports pytest — the
     unittest (or nose) discovery command for suites written with `unittest`."""
