@@ -1,91 +1,136 @@
-"""Markdown tables from one or more `run.py --json` results, for docs/benchmarks.md.
+#!/usr/bin/env python3
+"""Print a setup-benchmark JSON (benchmarks/results/setup*.json, written by run.py) as a Markdown table.
 
-    python benchmarks/setup/report.py first.json rerun.json
+    python benchmarks/setup/report.py benchmarks/results/setup.json
+    python benchmarks/setup/report.py first.json rerun.json     # a later file's projects replace the earlier's
 
-A project in a later file replaces the same project from an earlier one (a re-run after a fix); the `run`
-column says which file each row comes from. Prints the per-project table, the per-category table and the
-summary against issue #11's targets (L3 >= 90 %, L4 with pass ratio >= 0.9 >= 80 %, median time <= 2x the
-naive baseline's, zero missing imports on >= 40 %).
+With several files (a re-run of some projects after a fix), the `run` column says which file each row comes
+from, and the summary is computed over the merged rows, against issue #11's targets.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+import statistics
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import summarize  # noqa: E402  (this directory is not a package)
 
 
-def pct(x) -> str:
-    return f"{100 * x:.0f} %" if x is not None else "–"
+def cell(project: dict) -> tuple[str, str]:
+    """(how envyard got there, why it stopped) for one project, from what run.py recorded."""
+    e = project["envyard"]
+    steps = e.get("steps") or []
+    how = []
+    if e.get("interpreter") and e["interpreter"] != "host":
+        how.append(e["interpreter"].replace("debian:", ""))
+    if e.get("cutoff") or any("--exclude-newer" in s for s in steps):
+        how.append("cut-off")
+    repairs = e.get("repairs")
+    if repairs is None:  # older runs: infer from the recipe
+        repairs = [s for s in steps if "apt-get" in s] + [s for s in steps if "no-build-isolation" in s]
+    if repairs:
+        how.append(f"{len(repairs)} repair{'s' if len(repairs) > 1 else ''}")
+    why = "" if (e.get("level") or -1) >= 3 and not e.get("reason", "").startswith("benchmark") else e.get("reason", "")
+    return ", ".join(how), why.replace("|", "/")[:110]
 
 
-def secs(x) -> str:
-    return f"{x:.0f} s" if x is not None else "–"
+def category_table(projects: list[dict]) -> str:
+    """One row per category: counts reaching L3+ and L4 (pass ratio >= 0.9) for envyard, L3 for the baseline,
+    and both sides' median wall time."""
+    def median(xs: list) -> str:
+        xs = sorted(x for x in xs if x is not None)
+        if not xs:
+            return "–"
+        mid = len(xs) // 2
+        return f"{(xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2):.0f} s"
+
+    lines = ["| category | projects | envyard L3+ | envyard L4 ≥ 0.9 | baseline L3 | envyard median time | "
+             "baseline median time |", "|---|---|---|---|---|---|---|"]
+    for cat in sorted({p.get("category", "") for p in projects}):
+        ps = [p for p in projects if p.get("category", "") == cat]
+        es = [p["envyard"] for p in ps]
+        l3 = sum(1 for e in es if (e.get("level") or -1) >= 3)
+        l4 = sum(1 for e in es if (e.get("level") or -1) >= 4 and (e.get("pass_ratio") or 0) >= 0.9)
+        bl = sum(1 for p in ps if (p.get("baseline") or {}).get("l3"))
+        et = median([e.get("wall_time") if e.get("wall_time") is not None else e.get("process_time") for e in es])
+        bt = median([(p.get("baseline") or {}).get("wall_time") for p in ps])
+        lines.append(f"| {cat} | {len(ps)} | {l3} | {l4} | {bl} | {et} | {bt} |")
+    return "\n".join(lines)
 
 
-def level(e: dict) -> str:
-    return f"L{e['level']}" if e.get("level") is not None and e["level"] >= 0 else "–"
-
-
-def why(e: dict) -> str:
-    return (e.get("reason") or "").replace("|", "/").replace("\n", " ")[:160]
-
-
-def merged(paths: list[Path]) -> list[dict]:
+def merged(paths: list[str]) -> list[dict]:
+    """The projects of all files, a later file's entry replacing an earlier one of the same name; each tagged
+    with the (1-based) number of the file it comes from."""
     rows: dict[str, dict] = {}
     for i, path in enumerate(paths, 1):
-        for r in json.loads(path.read_text())["projects"]:
-            rows[r["name"]] = {**r, "run": i}
+        for p in json.load(open(path))["projects"]:
+            rows[p["name"]] = {**p, "run": i}
     return list(rows.values())
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("results", nargs="+", type=Path, help="run.py --json files, oldest first")
-    args = ap.parse_args()
-    rows = merged(args.results)
-    print("| project | category | run | envyard | pass ratio | missing imports | time | baseline L3 | baseline time "
-          "| why not L4 ≥ 0.9 |")
+def targets(projects: list[dict]) -> str:
+    """The merged rows against issue #11's targets: L3 >= 90 %, L4 (pass ratio >= 0.9) >= 80 %, median time
+    <= 2x the naive baseline's, zero missing imports on >= 40 %."""
+    n = len(projects)
+    es = [p["envyard"] for p in projects]
+    l3 = sum(1 for e in es if (e.get("level") or -1) >= 3) / n
+    l4 = sum(1 for e in es if (e.get("level") or -1) >= 4 and (e.get("pass_ratio") or 0) >= 0.9) / n
+    zero = sum(1 for e in es if e.get("missing_imports") == 0) / n
+    et = statistics.median([e.get("wall_time") if e.get("wall_time") is not None else e.get("process_time") or 0
+                            for e in es])
+    bts = [(p.get("baseline") or {}).get("wall_time") for p in projects]
+    bt = statistics.median([t for t in bts if t is not None]) if any(t is not None for t in bts) else None
+    ratio = f"{et / bt:.1f}× the baseline's {bt:.0f} s" if bt else "no baseline"
+    mark = lambda ok: "✓" if ok else "✗"  # noqa: E731
+    return "\n".join([f"| over {n} projects | envyard | target | met |", "|---|---|---|---|",
+                      f"| L3+ | {l3:.0%} | ≥ 90 % | {mark(l3 >= 0.9)} |",
+                      f"| L4, pass ratio ≥ 0.9 | {l4:.0%} | ≥ 80 % | {mark(l4 >= 0.8)} |",
+                      f"| median wall time | {et:.0f} s ({ratio}) | ≤ 2× baseline | {mark(bool(bt) and et <= 2 * bt)} |",
+                      f"| zero missing imports | {zero:.0%} | ≥ 40 % | {mark(zero >= 0.4)} |"])
+
+
+def main(paths: list[str]) -> None:
+    if len(paths) > 1:
+        projects = merged(paths)
+        print("| project | run | category | envyard | pass ratio | time | how | baseline L3 | why not |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for p in projects:
+            e, b = p["envyard"], p.get("baseline") or {}
+            level = f"L{e['level']}" if e.get("level") is not None else "–"
+            ratio = f"{e['pass_ratio']:.3f}" if e.get("pass_ratio") is not None else "–"
+            t = e["wall_time"] if e.get("wall_time") else e.get("process_time")
+            how, why = cell(p)
+            print(f"| {p['name']} {p['version']} | {p['run']} | {p.get('category', '')} | {level} | {ratio} | "
+                  f"{f'{t:.0f} s' if t else '–'} | {how} | {'yes' if b.get('l3') else 'no'} | {why} |")
+        print()
+        print(category_table(projects))
+        print()
+        print(targets(projects))
+        return
+    data = json.load(open(paths[0]))
+    print("| project | version | category | envyard | pass ratio | time | disk | how | baseline L3 | why not |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        e, b = r["envyard"], r["baseline"]
-        t = e["wall_time"] if e["wall_time"] is not None else e.get("process_time")
-        ok = (e.get("level") or -1) >= 4 and (e.get("pass_ratio") or 0) >= 0.9
-        print(f"| {r['name']} {r['version']} | {r['category']} | {r['run']} | {level(e)} | "
-              f"{e['pass_ratio']:.3f} |" if e.get("pass_ratio") is not None else
-              f"| {r['name']} {r['version']} | {r['category']} | {r['run']} | {level(e)} | – |", end="")
-        print(f" {e.get('missing_imports', '–') if e.get('missing_imports') is not None else '–'} | {secs(t)} | "
-              f"{'yes' if b.get('l3') else 'no'} | {secs(b.get('wall_time'))} | {'' if ok else why(e)} |")
+    for p in data["projects"]:
+        e, b = p["envyard"], p.get("baseline") or {}
+        level = f"L{e['level']}" if e.get("level") is not None else "–"
+        ratio = f"{e['pass_ratio']:.3f}" if e.get("pass_ratio") is not None else "–"
+        time = f"{e['wall_time']:.0f} s" if e.get("wall_time") else "–"
+        disk = f"{e['disk'] / 1e6:.0f} MB" if e.get("disk") else "–"
+        how, why = cell(p)
+        base = "yes" if b.get("l3") else "no"
+        print(f"| {p['name']} | {p['version']} | {p.get('category', '')} | {level} | {ratio} | {time} | {disk} | "
+              f"{how} | {base} | {why} |")
+    s = data["summary"]
     print()
-    print("| category | projects | envyard L3+ | envyard L4 ≥ 0.9 | baseline L3 | envyard median time | "
-          "baseline median time |")
-    print("|---|---|---|---|---|---|---|")
-    for cat in sorted({r["category"] for r in rows}):
-        s = summarize([r for r in rows if r["category"] == cat])
-        n = s["projects"]
-        print(f"| {cat} | {n} | {round(s['envyard']['l3_plus'] * n)} | {round(s['envyard']['l4_pass_ge_0.9'] * n)} | "
-              f"{round(s['baseline']['l3_plus'] * n)} | {secs(s['envyard']['median_wall_time_s'])} | "
-              f"{secs(s['baseline']['median_wall_time_s'])} |")
-    s = summarize(rows)
-    e, b = s["envyard"], s["baseline"]
-    ratio = (e["median_wall_time_s"] / b["median_wall_time_s"]) if e["median_wall_time_s"] and b["median_wall_time_s"] \
-        else None
+    print(category_table(data["projects"]))
     print()
-    print(f"| over {s['projects']} projects | envyard | naive baseline | target | met |")
-    print("|---|---|---|---|---|")
-    print(f"| L3+ | {pct(e['l3_plus'])} | {pct(b['l3_plus'])} | ≥ 90 % | {'✓' if e['l3_plus'] >= 0.9 else '✗'} |")
-    print(f"| L4, pass ratio ≥ 0.9 | {pct(e['l4_pass_ge_0.9'])} | never runs the tests | ≥ 80 % | "
-          f"{'✓' if e['l4_pass_ge_0.9'] >= 0.8 else '✗'} |")
-    print(f"| median wall time | {secs(e['median_wall_time_s'])} | {secs(b['median_wall_time_s'])} | ≤ 2× baseline | "
-          f"{'–' if ratio is None else ('✓' if ratio <= 2 else '✗') + f' ({ratio:.1f}×)'} |")
-    zero = e.get("zero_missing_imports")
-    print(f"| zero missing imports | {pct(zero)} | – | ≥ 40 % | {'–' if zero is None else '✓' if zero >= 0.4 else '✗'} |")
-    return 0
+    sec = lambda x: f"{x:.0f} s" if x is not None else "–"  # noqa: E731
+    disk = s["envyard"].get("median_disk_bytes")
+    print(f"L3+: envyard {s['envyard']['l3_plus']:.0%}, baseline {s['baseline']['l3_plus']:.0%} "
+          f"({s['baseline'].get('collected_any', 0):.0%} collecting anything); L4 ≥ 0.9: envyard "
+          f"{s['envyard']['l4_pass_ge_0.9']:.0%}; median time envyard {sec(s['envyard']['median_wall_time_s'])}, "
+          f"baseline {sec(s['baseline']['median_wall_time_s'])}; median disk "
+          f"{f'{disk / 1e6:.0f} MB' if disk is not None else '–'}")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main(sys.argv[1:] or ["benchmarks/results/setup.json"])
