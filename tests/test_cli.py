@@ -373,8 +373,8 @@ def test_snapshot_and_rm_a_sandbox_held_by_another_process(cli):
 def test_gc_report(cli):
     report = cli.json("gc", "--json")
     assert set(report) == {"sandboxes", "stray_processes", "stray_sandbox_dirs", "stray_subvolumes", "partial_layers",
-                           "unused_layers", "partial_downloads", "trash", "host_view_unmounted", "old_host_masks",
-                           "volume_unmounted"}
+                           "temporary_images", "unused_layers", "partial_downloads", "trash", "host_view_unmounted",
+                           "old_host_masks", "volume_trimmed_bytes", "volume_unmounted"}
 
 
 # ---- doctor and demo -------------------------------------------------------------------------------------------

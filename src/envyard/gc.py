@@ -251,5 +251,6 @@ def _collect(store: Store, volume: SandboxVolume) -> dict:
     # The volume stays mounted while a sandbox or an envyard process uses it (the unmount would be refused).
     # Layers made by snapshots live on it too: it stays mounted while any exists (store.layer() remounts it
     # after a reboot).
+    report["volume_trimmed_bytes"] = volume.trim()  # before the unmount, which would keep the file as it is
     report["volume_unmounted"] = not store.sandboxes() and not store.has_volume_layers() and volume.release()
     return report

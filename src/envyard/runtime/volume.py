@@ -54,6 +54,9 @@ def _vol_args(name: str) -> bytearray:
     return args
 
 
+SYSTEM_PATH = "/usr/sbin:/sbin:/usr/bin:/bin"
+
+
 class SandboxVolume:
     def __init__(self, home: Path):
         self.home = home
@@ -156,6 +159,20 @@ class SandboxVolume:
             fcntl.flock(lock, fcntl.LOCK_EX)
             subprocess.run(["umount", str(self.root)], capture_output=True)
         return not os.path.ismount(self.root)  # (umount fails with EBUSY while it is in use)
+
+    def trim(self) -> int:
+        """Give the volume's free space back to the host's disk; the bytes the image file shrank by. Deleted
+        sandboxes and layers free their blocks inside btrfs, but the sparse image file keeps them allocated
+        until they are discarded: `discard=async` gets to it late or not at all (a test store's 2.2 GB file held
+        6 MB of data). fstrim discards them now. 0 when the volume is not mounted or fstrim is missing."""
+        fstrim = shutil.which("fstrim", path=SYSTEM_PATH)
+        if fstrim is None or not os.path.ismount(self.root):
+            return 0
+        before = os.stat(self.image).st_blocks
+        # (btrfs frees a deleted subvolume's blocks in the background, which can take tens of seconds: gc does
+        # not wait for it; what is freed after this trim goes back at the next gc)
+        subprocess.run([fstrim, str(self.root)], capture_output=True)
+        return max(0, before - os.stat(self.image).st_blocks) * 512
 
     # ---- one sandbox's space -----------------------------------------------------------------------------
     #
