@@ -18,6 +18,8 @@ import envyard as envyard_api
 from envyard.derive import bugs
 from envyard.derive.mutation import Mutation, SourceFacts
 
+from bareenv import BARE
+
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "derive" / "minilib"
 IMAGE = "setup/minilib"
@@ -25,7 +27,7 @@ IMAGE = "setup/minilib"
 
 def envyard(home, *args, timeout=600):
     return subprocess.run([sys.executable, "-m", "envyard.cli.main", *map(str, args)], capture_output=True, text=True,
-                          env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC},
+                          env={"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC},
                           timeout=timeout, cwd="/tmp")
 
 
@@ -291,7 +293,7 @@ def test_ctrl_c_leaves_no_sandbox_nor_snapshot(home, tmp_path):
     out = tmp_path / "interrupted"
     p = subprocess.Popen([sys.executable, "-m", "envyard.cli.main", "derive", IMAGE, "--n", "50", "--seed", "4",
                           "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC}, cwd="/tmp")
+                         env={"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC}, cwd="/tmp")
     deadline = time.monotonic() + 120
     while not (out / ".staging").exists() and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.2)

@@ -21,6 +21,8 @@ from envyard.envs.carry import MAX_ENTRIES, carry_changes
 from envyard.setup.search import host_trust
 from envyard.store.store import Image
 
+from bareenv import BARE
+
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "derive" / "envproj"
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
@@ -62,7 +64,7 @@ def source(tmp_path_factory):
     repo = make_repo(tmp_path_factory.mktemp("derive-env-src") / "envproj")
     r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", str(repo), "--name", "envproj", "--json"],
                        capture_output=True, text=True, timeout=900, cwd="/tmp",
-                       env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC})
+                       env={"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC})
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout)["status"] == "verified"
     yard = envyard.Yard(home)

@@ -22,6 +22,8 @@ from envyard.derive.rewrite import DETERMINISTIC, Rewriter, rewrite_task, rewrit
 from envyard.derive.writer import Screened, write_task
 from envyard.errors import BadInput
 
+from bareenv import BARE
+
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 MINILIB = Path(__file__).resolve().parent / "fixtures" / "derive" / "minilib"
 
@@ -363,7 +365,7 @@ def test_the_endpoint_and_key_come_from_the_environment(monkeypatch, standin):
 def cli(home, *args, env=None, timeout=600):
     return subprocess.run([sys.executable, "-m", "envyard.cli.main", *map(str, args)], capture_output=True,
                           text=True, timeout=timeout, cwd="/tmp",
-                          env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC, **(env or {})})
+                          env={"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC, **(env or {})})
 
 
 def test_the_cli_refuses_a_bad_rewrite_configuration_with_exit_2_before_any_work(tmp_path):

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from bareenv import BARE
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "setup"
 SRC = str(Path(__file__).resolve().parents[1] / "src")  # this checkout's envyard, not whichever one is installed
 FIXTURE = FIXTURES / "tinycalc"
@@ -24,7 +26,7 @@ CACHE_HOME = Path(os.environ.get("ENVYARD_TEST_CACHE", "/var/tmp/envyard-test-ca
 
 def envyard(home, *args, timeout=900):
     return subprocess.run([sys.executable, "-m", "envyard.cli.main", *map(str, args)], capture_output=True, text=True,
-                          env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(SRC)},
+                          env={"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": str(SRC)},
                           timeout=timeout, cwd="/tmp")
 
 
@@ -368,7 +370,7 @@ def test_interrupt_mid_search_cleans_up_every_branch(home, tmp_path, sig, code):
     """Ctrl-C, or SIGTERM from `timeout`/a CI runner: no sandbox, process or step image is left behind."""
     src = hanging_fixture(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "envyard.cli.main", "setup", str(src), "--name", "interrupted"],
-                            env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC},
+                            env={"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC},
                             stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:

@@ -17,6 +17,8 @@ from envyard.setup.evidence import gather
 from envyard.setup.interpreters import host_interpreter
 from envyard.setup.plan import Candidate, plan
 
+from bareenv import BARE
+
 REPOS = Path(__file__).resolve().parent / "fixtures" / "repos"
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -24,7 +26,7 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 def setup_cli(home, *args, timeout=900):
     return subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", *map(str, args), "--json"],
                           capture_output=True, text=True, timeout=timeout, cwd="/tmp",
-                          env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC})
+                          env={"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC})
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,13 @@ import pytest
 
 import envyard
 
+from bareenv import BARE
+
 REPOS = Path(__file__).resolve().parent / "fixtures" / "repos"
 
 
 def setup_cli(home, *args, timeout=900):
-    env = {"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin",
+    env = {"ENVYARD_HOME": str(home), **BARE,
            "PYTHONPATH": str(Path(envyard.__file__).resolve().parents[1])}  # this checkout's envyard
     return subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", *map(str, args)], capture_output=True,
                           text=True, env=env, timeout=timeout, cwd="/tmp")

@@ -17,6 +17,8 @@ from envyard.setup.evidence import gather
 from envyard.setup.interpreters import host_interpreter
 from envyard.setup.plan import Candidate, plan
 
+from bareenv import BARE
+
 REPOS = Path(__file__).resolve().parent / "fixtures" / "repos"
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -179,7 +181,7 @@ def test_postgres_and_redis_are_provided_and_the_suite_passes(tmp_path):
     shutil.copytree(REPOS / "services_app", src)
     out = tmp_path / "contract"
     home = tmp_path / "home"
-    env = {"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC}
+    env = {"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC}
     r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", str(src), "--python", "3.11", "--out",
                         str(out), "--json"], capture_output=True, text=True, env=env, timeout=1400, cwd="/tmp")
     try:
@@ -221,7 +223,7 @@ def test_mysql_from_ci_settings_and_test_code(tmp_path):
 def test_mysql_is_provided_as_mariadb_and_the_suite_passes(tmp_path):
     out = tmp_path / "contract"
     home = tmp_path / "home"
-    env = {"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC}
+    env = {"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC}
     r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", str(REPOS / "mysql_app"), "--python", "3.11",
                         "--out", str(out), "--json"], capture_output=True, text=True, env=env, timeout=1400, cwd="/tmp")
     try:

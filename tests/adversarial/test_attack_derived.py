@@ -22,6 +22,8 @@ import envyard
 from conftest import Scripted
 from envyard.envs import load_task, run_episode
 
+from bareenv import BARE
+
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "derive" / "minilib"
 
@@ -52,7 +54,7 @@ FAKE_JUNIT = ("\nimport atexit as _a, sys as _s\ndef _forge():\n    ids = {ids}\
 
 def cli(home, *args, timeout=900):
     return subprocess.run([sys.executable, "-m", "envyard.cli.main", *map(str, args)], capture_output=True,
-                          text=True, env={"ENVYARD_HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC},
+                          text=True, env={"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC},
                           timeout=timeout, cwd="/tmp")
 
 
