@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,37 @@ def test_a_prefix_is_copied_without_site_packages_and_the_test_suite(tmp_path):
                    "lib/python3.8/os.py"]
     assert ["mkdir", "-p", str(lib / "site-packages")] in sb.execs and ["mkdir", "-p", str(lib / "test")] in sb.execs
     assert ["ln", "-sfn", "python3.8", str(prefix / "lib" / "python3")] in sb.execs
+
+
+def test_a_base_build_stops_at_its_next_progress_line_when_the_callback_raises(tmp_path):
+    """How `envyard setup` stops a branch that is building a Debian setup base on Ctrl-C/SIGTERM (search.py raises
+    Cancelled from the progress callback): debootstrap is killed within seconds, not waited for (30-120 s), and
+    no process, image or layer of the build is left."""
+    import subprocess
+    import time
+
+    import envyard
+
+    if not shutil.which("debootstrap", path="/usr/sbin:/sbin:/usr/bin:/bin"):
+        pytest.skip("debootstrap is not installed")
+    yard = envyard.Yard(tmp_path / "home")
+    interp = next(i for i in I.debian_interpreters() if i.base == "debian:bullseye")
+    seen: list[str] = []
+
+    class Stop(Exception):
+        pass
+
+    def progress(message: str) -> None:
+        seen.append(message)
+        if sum(m.startswith("debian:bullseye:") for m in seen) >= 4:  # debootstrap's own lines: it is downloading
+            raise Stop()
+
+    t = time.monotonic()
+    with pytest.raises(Stop):
+        I.setup_base(yard, interp, on_progress=progress)
+    assert time.monotonic() - t < 60, seen
+    home = str(tmp_path / "home")
+    assert subprocess.run(["pgrep", "-f", "--", home], capture_output=True).returncode == 1  # no debootstrap left
+    assert [i.name for i in yard.store.images()] == [] and not yard.store.has_image(interp.setup_base_name)
+    yard.close()
+    yard.gc()

@@ -359,7 +359,15 @@ class Search:
 
     def _climb(self, b: Branch, cancel: threading.Event) -> None:
         self._say(b, "preparing the setup base")
-        base = setup_base(self.yard, b.cand.interpreter, on_progress=lambda m: self._say(b, m), track=self._tracker(b))
+
+        def progress(message: str) -> None:
+            # A Debian base being built (debootstrap, 30-120 s) stops at its next progress line: raising here
+            # kills debootstrap and removes the partial build, so Ctrl-C/SIGTERM does not wait for it.
+            if cancel.is_set():
+                raise Cancelled()
+            self._say(b, message)
+
+        base = setup_base(self.yard, b.cand.interpreter, on_progress=progress, track=self._tracker(b))
         if cancel.is_set():
             raise Cancelled()
         b.recipe = recipe = plan(self.ev, b.cand)
