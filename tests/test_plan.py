@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from datetime import datetime, timezone
 
@@ -143,6 +145,35 @@ def test_requirement_files_of_benchmarks_profilers_and_fuzzers_are_not_installed
         (tmp_path / d / "requirements.txt").write_text("six\n")
     r = plan(gather(tmp_path), Candidate(HOST))
     assert [s.command for s in r.steps if s.kind == "requirements"] == ["uv pip install -r tests/requirements.txt"]
+
+
+def test_pytest_pythonpath_settings_become_pytests_own_pythonpath(tmp_path):
+    """django-redis sets `python_paths = tests` (the pytest-pythonpath plugin, which current pytest no longer
+    loads): its tests import `settings` from tests/. The recipe's PYTEST_ADDOPTS gives pytest that path itself
+    and turns the plugin off; a real pytest run with and without it shows the difference."""
+    project(tmp_path, ">=3.8")
+    (tmp_path / "setup.cfg").write_text("[tool:pytest]\npython_paths = tests\ntestpaths = tests\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "helper_settings.py").write_text("VALUE = 42\n")
+    # imported before any test module puts tests/ on sys.path, as pytest-django imports the settings
+    (tmp_path / "conftest.py").write_text("import helper_settings\n")
+    (tmp_path / "tests" / "test_it.py").write_text("import helper_settings\n\n"
+                                                   "def test_value():\n    assert helper_settings.VALUE == 42\n")
+    r = plan(gather(tmp_path), Candidate(HOST))
+    assert r.env["PYTEST_ADDOPTS"] == "-p no:pythonpath -o pythonpath=tests"
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestConfigWarning"]
+    without = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert without.returncode != 0 and "No module named 'helper_settings'" in without.stdout + without.stderr
+    with_env = subprocess.run(run, cwd=tmp_path, env={**env, **r.env}, capture_output=True, text=True)
+    assert with_env.returncode == 0, with_env.stdout
+    assert "1 passed" in with_env.stdout
+
+
+def test_an_explicit_pythonpath_setting_is_left_alone(tmp_path):
+    project(tmp_path, ">=3.8")
+    (tmp_path / "pytest.ini").write_text("[pytest]\npython_paths = old\npythonpath = src\n")
+    assert "PYTEST_ADDOPTS" not in plan(gather(tmp_path), Candidate(HOST)).env
 
 
 PYENV37 = Interpreter("pyenv:3.7.16", "host", "/root/.pyenv/versions/3.7.16/bin/python3", "3.7.16",

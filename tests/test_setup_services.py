@@ -237,3 +237,40 @@ def test_mysql_is_provided_as_mariadb_and_the_suite_passes(tmp_path):
         assert "mariadb-server" in (out / "setup.sh").read_text() and services.START in (out / "test.sh").read_text()
     finally:
         subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env=env, capture_output=True)
+
+
+def test_services_are_rebuilt_from_the_recipe_and_defaults_are_usable():
+    svc = services.default("redis", "the test run")
+    assert (svc.kind, svc.port, svc.evidence) == ("redis", 6379, ["the test run"])
+    pg = services.default("postgres", "the test run")
+    assert pg.port == 5432 and pg.users and pg.databases
+    assert services.from_dict(pg.to_dict()) == pg
+
+
+def test_a_server_named_only_in_code_is_not_planned():
+    """redis_found_app names its server only as an address in code: the plan provides nothing (the end-to-end
+    test below shows the test run finding it)."""
+    r = recipe(REPOS / "redis_found_app")
+    assert r.services == [] and not r.services_missing
+
+
+@pytest.mark.timeout(1500)  # apt installs redis-server (twice: the search and the clean replay)
+def test_a_server_the_test_run_could_not_reach_is_provided_and_the_tests_run_again(tmp_path):
+    out = tmp_path / "contract"
+    home = tmp_path / "home"
+    env = {"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC}
+    r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", str(REPOS / "redis_found_app"),
+                        "--python", "3.11", "--out", str(out), "--json"], capture_output=True, text=True, env=env,
+                       timeout=1400, cwd="/tmp")
+    try:
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        data = json.loads(r.stdout)
+        assert data["status"] == "verified" and data["pass_ratio"] == 1.0 and data["tests_total"] == 3, data["reason"]
+        assert [s["kind"] for s in data["recipe"]["services"]] == ["redis"]
+        assert any("could not connect to redis" in x and "run again" in x for x in data["repairs"]), data["repairs"]
+        assert data["replay"]["statuses_same"] == 3  # the clean replay installed and started it from the contract
+        contract = tomllib.loads((out / "envyard.toml").read_text())
+        assert [(s["kind"], s["port"]) for s in contract["service"]] == [("redis", 6379)]
+        assert services.START in (out / "test.sh").read_text()
+    finally:
+        subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env=env, capture_output=True)

@@ -306,6 +306,8 @@ def plan(ev: Evidence, cand: Candidate) -> Recipe:
         r.services = [s.to_dict() for s in needs.provided]
     r.services_missing = dict(needs.missing)
     r.env.update(needs.env)
+    for fact in ev.of("test_env"):
+        r.env.setdefault(fact.value["name"], fact.value["value"])
     r.notes += needs.notes
     apt_carried = [s for s in cand.carry if s.kind == "apt"]
     r.steps = apt_carried + r.steps + [s for s in cand.carry if s.kind != "apt"]

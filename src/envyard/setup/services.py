@@ -76,6 +76,20 @@ class Services:
     notes: list[str] = field(default_factory=list)
 
 
+def default(kind: str, why: str) -> Service:
+    """A service of `kind` with envyard's defaults (its usual port, the common role and database): for tests that
+    turned out, when run, to need a server no evidence named (settings with `redis://127.0.0.1:6379` in code)."""
+    svc = _postgres({}, []) if kind == "postgres" else _mysql({}, []) if kind == "mysql" else _redis([])
+    svc.evidence = [why]
+    return svc
+
+
+def from_dict(d: dict) -> Service:
+    """A Service back from its `to_dict()` (a recipe keeps them as dicts)."""
+    return Service(**{**d, "users": [tuple(u) for u in d.get("users", [])],
+                      "databases": [tuple(x) for x in d.get("databases", [])]})
+
+
 def _where(f) -> str:
     return f"{f.file}:{f.line} ({f.via})" if f.line else f"{f.file} ({f.via})"
 

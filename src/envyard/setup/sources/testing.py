@@ -51,6 +51,13 @@ def record_pytest_config(sink: Sink, file: str, line: int | None, via: str,
         elif key in table["ini"]:
             sink.add("test_plugin", {"name": table["ini"][key], "reason": f"ini key {key}"}, file, vline,
                      f"{via}.{key}")
+        if key == "python_paths" and "pythonpath" not in values and items:
+            # pytest-pythonpath's key: the plugin no longer loads on current pytest (its hook markers are
+            # deprecated, an error under `filterwarnings = error`; pytest 9 refuses its ini type), and pytest 7
+            # has the same setting built in as `pythonpath`: use that, with the plugin off
+            setting = shlex.quote("pythonpath=" + " ".join(" ".join(items).split()))
+            sink.add("test_env", {"name": "PYTEST_ADDOPTS", "value": f"-p no:pythonpath -o {setting}"},
+                     file, vline, f"{via}.python_paths")
         if key == "env":                                    # pytest-env: "D:NAME=value" / "NAME=value"
             for item in items:
                 name, sep, val = re.sub(r"^[DR]:", "", item.strip()).partition("=")
