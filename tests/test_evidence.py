@@ -628,3 +628,11 @@ def test_a_requirement_whose_marker_holds_a_newline_is_a_problem_not_a_crash(tmp
     one(e, "dependency", {"name": "requests", "spec": ">=2"})
     assert not find(e, "dependency", {"name": "foo"})
     assert e.problems, "the unreadable requirement is reported"
+
+
+def test_a_tests_py_module_is_named_to_pytest(tmp_path):
+    write(tmp_path, {"setup.py": "from setuptools import setup\nsetup(name='a')\n",
+                     "a/__init__.py": "", "a/tests.py": "def test_x():\n    pass\n",
+                     "b/test_ok.py": "def test_y():\n    pass\n"})
+    e = gather(tmp_path)
+    one(e, "test_command", "pytest a/tests.py", file="a/tests.py", via="layout.tests_py")

@@ -187,6 +187,15 @@ UV312 = Interpreter("uv:cpython-3.12.4-linux-x86_64-gnu", "host", "/u/cpython-3.
 MORE = [*ALL, PYENV37, PYENV38, PYENV39, UV312]
 
 
+def test_a_project_older_than_every_interpreter_tries_the_oldest_first(tmp_path):
+    """docopt (2014) names Python 2.5-3.3, none of which is here: the closest to its time come first (3.7, then
+    3.8, ...), not the host's 3.11 or the newest, on which its old test tools (pytest < 6) do not run."""
+    cands = candidates(project(tmp_path, classifiers=["2.7", "3.2", "3.3"], dated=(2014, 6, 16)), MORE, now=NOW)
+    assert [c.interpreter.version for c in cands if c.cutoff] == ["3.7.16", "3.8.18", "3.9", "3.11.2", "3.12.4",
+                                                                    "3.13"]
+    assert cands[0].interpreter is PYENV37 and cands[0].cutoff is None and not cands[0].fallback
+
+
 def test_a_project_below_3_9_gets_pyenvs_3_8_instead_of_failing(tmp_path):
     cands = candidates(project(tmp_path, ">=3.7,<3.9", dated=(2026, 10, 1)), MORE, now=NOW)
     assert [c.interpreter for c in cands] == [PYENV38, PYENV37]

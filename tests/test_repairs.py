@@ -685,6 +685,22 @@ E   hookimpl definition: pytest_collect_file(path, parent)
 E   Argument(s) {'path'} are declared in the hookimpl but can not be found in the hookspec
 """, ("pip", ("pytest<8",), "pytest-py-path-hooks"))  # docopt 0.6.2's conftest.py, pytest 9
 
+case("collect", """\
+ERROR  - Failed: Direct construction of conftest.DocoptTestFile has been deprecated, please use DocoptTestFile.from_parent.
+See https://docs.pytest.org/en/stable/deprecations.html#node-construction-changed-to-node-from-parent for more details.
+""", ("pip", ("pytest<6",), "pytest-direct-node-construction"))  # docopt 0.6.2 with pytest 7 on Python 3.6
+
+case("install", """\
+   Building file:///work/docopt
+error: The build backend returned an error
+  cause: Call to `setuptools.build_meta:__legacy__.build_editable` failed (exit status: 1)
+
+         [stderr]
+         Traceback (most recent call last):
+           File "<string>", line 11, in <module>
+         AttributeError: '_BuildMetaLegacyBackend' object has no attribute 'build_editable'
+""", ("legacy_editable", (), "legacy-editable"))  # docopt on Python 3.6 (setuptools 59.6)
+
 case("install", """\
 Resolved 12 packages in 210ms
 error: Failed to build `blist==1.3.6`

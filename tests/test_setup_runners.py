@@ -50,6 +50,19 @@ def test_a_test_script_named_by_tox_reaches_l4_through_pytest(home, tmp_path):
     assert "/opt/venv/bin/python -m pytest src/tests/test.py \"$@\"" in (out / "test.sh").read_text()
 
 
+def test_a_tests_py_module_outside_pytests_pattern_is_named_to_pytest(home, tmp_path):
+    """webencodings' layout: the suite is labelcodec/tests.py and nothing names a runner; pytest's default
+    discovery collects nothing, pytest given the file collects it."""
+    out = tmp_path / "contract"
+    r = setup_cli(home, REPOS / "tests_py_module", "--name", "t/testspy", "--python", "3.11", "--out", out, "--json")
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["pass_ratio"] == 1.0 and data["verified"] is True, data["reason"]
+    assert data["tests_total"] == 3 and data["replay"]["statuses_same"] == 3
+    assert data["recipe"]["test_source"] == "pytest labelcodec/tests.py"
+    assert "/opt/venv/bin/python -m pytest labelcodec/tests.py \"$@\"" in (out / "test.sh").read_text()
+
+
 def test_a_unittest_suite_pytest_cannot_import_runs_with_unittest(home, tmp_path):
     """checks/*_test.py import a sibling module as top-level, which only `unittest discover -s checks` (the
     Makefile's command) allows: pytest's collection errors out, unittest lists and runs the 4 tests."""

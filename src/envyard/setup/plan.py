@@ -138,10 +138,20 @@ def candidates(ev: Evidence, available: list[Interpreter], *, now: datetime | No
             seen.add(minor(i.version))
             unique.append(i)
 
+    # The Python of the project's time: the newest it names, else the newest released by its date. Among the
+    # rest, the closer to it the better: an old project (docopt, 2014, naming 2.5-3.3) tries 3.6, 3.7, ...
+    # before the newest, which its old test tools no longer run on.
+    era = max(hints) if hints else max((m for m, day in PYTHON_RELEASED.items() if date is None or day <= date[:10]),
+                                       default=None)
+
     def rank(i: Interpreter):
         released = PYTHON_RELEASED.get(minor(i.version), "2000-01-01")
         existed = date is None or released <= date[:10]
-        return (not (minor(i.version) in hints or not hints), not existed, i.provider != "host", -minor(i.version)[1])
+        fitting = minor(i.version) in hints or not hints
+        # the host (no base to build) goes first only among interpreters of the project's time
+        host_first = i.provider != "host" if fitting or existed else False
+        closeness = abs(minor(i.version)[1] - era[1]) if era and era[0] == 3 else -minor(i.version)[1]
+        return (not fitting, not existed, host_first, closeness, -minor(i.version)[1])
 
     ranked = sorted(unique, key=rank)
     why_first = "named by the project" if hints and minor(ranked[0].version) in hints else "satisfies the constraint"

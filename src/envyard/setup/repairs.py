@@ -22,7 +22,7 @@ from packaging.version import InvalidVersion, Version
 
 MISSING_MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '([A-Za-z_][\w.]*)'")
 STAGES = ("install", "import", "collect")
-KINDS = ("apt", "apt_drop", "drop", "pip", "build_deps", "legacy_setuptools", "cutoff", "python", "retry", "env", "none")
+KINDS = ("apt", "apt_drop", "drop", "pip", "build_deps", "legacy_setuptools", "legacy_editable", "cutoff", "python", "retry", "env", "none")
 MERGED = ("apt", "apt_drop", "drop", "pip", "build_deps", "legacy_setuptools", "env")  # several matches of a rule → one fix
 SPECIAL_TABLES = ("dist", "pytest_option", "pytest_ini", "abi_tags")
 PYTHONS = [Version("2.7")] + [Version(f"3.{m}") for m in range(0, 21)]
@@ -30,7 +30,8 @@ PYTHONS = [Version("2.7")] + [Version(f"3.{m}") for m in range(0, 21)]
 
 @dataclass(frozen=True)
 class Fix:
-    kind: str  # apt | apt_drop | drop | pip | build_deps | legacy_setuptools | cutoff | python | retry | env
+    kind: str  # apt | apt_drop | drop | pip | build_deps | legacy_setuptools | legacy_editable | cutoff | python
+    #            | retry | env
     #            | lock_drop (search.py: a stale lock stops constraining the installs)
     args: tuple[str, ...]  # Debian packages, requirements, NAME=VALUE, or ("older"|"newer", constraint)
     rule: str  # id of the table rule that matched

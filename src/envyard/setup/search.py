@@ -512,6 +512,9 @@ class Search:
             if failed.command.startswith(INSTALL) and "--no-build-isolation" not in failed.command:
                 again = Step(failed.kind, failed.command.replace(INSTALL, INSTALL + " --no-build-isolation", 1), failed.why)
             return [Step("repair", recipe.install(quote(dict.fromkeys(deps))), why)], again
+        if fix.kind == "legacy_editable" and " -e " in failed.command:
+            wheel = Step(failed.kind, failed.command.replace(" -e ", " ", 1), f"{failed.why}; {why}")
+            return [wheel], Step("repair", f"{VENV}/bin/python -m pip install -q --no-deps --no-build-isolation -e .", why)
         if fix.kind == "env":
             for pair in fix.args:
                 k, _, v = pair.partition("=")

@@ -219,6 +219,11 @@ def read_test_files(sink: Sink) -> None:
         dirs[d] = dirs.get(d, 0) + 1
     for d, count in sorted(dirs.items())[:30]:
         sink.add("test_dir", {"path": d, "files": count}, d, None, "layout.test_files")
+    # `tests.py` is outside pytest's default file pattern (test_*.py, *_test.py): named on its command line it is
+    # collected all the same (webencodings keeps its suite in webencodings/tests.py and runs `py.test` on it)
+    unmatched = [p for p in tests if p.rsplit("/", 1)[-1] == "tests.py"]
+    if unmatched:
+        sink.add("test_command", "pytest " + " ".join(unmatched[:10]), unmatched[0], None, "layout.tests_py")
     uses_unittest: list[tuple[str, int]] = []
     uses_pytest = uses_nose = False
     for rel in tests[:MAX_TEST_FILES_READ]:
