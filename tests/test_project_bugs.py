@@ -54,6 +54,9 @@ def test_pytests_collection_traceback_gives_the_same_signature():
     "ConnectionRefusedError: [Errno 111] Connection refused",
     "psycopg2.OperationalError: connection to server at \"127.0.0.1\", port 5432 failed: Connection refused",
     "redis.exceptions.ConnectionError: Error 111 connecting to localhost:6379. Connection refused.",
+    # redis-py-cluster's conftest.py, raised by its own code when no cluster node answers
+    "rediscluster.exceptions.RedisClusterException: Redis Cluster cannot be connected. Please provide at least "
+    "one reachable node.",
 ])
 def test_a_missing_module_or_a_binary_problem_is_not(error):
     assert project_bug(IMPORT_CHECK.replace("RuntimeError: boom", error), ROOT, "import") is None

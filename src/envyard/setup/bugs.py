@@ -23,7 +23,10 @@ NOT_THE_PROJECT = re.compile(r"ModuleNotFoundError|ImportError|undefined symbol|
                              # (pymysql's suite connects at import: "OperationalError: Unknown database 'test1'")
                              r"OperationalError|InterfaceError|ConnectionRefusedError|ConnectionError|"
                              r"Connection refused|could not connect to server|Unknown database|Access denied for user|"
-                             r"password authentication failed|(?:role|database) \S+ does not exist")
+                             r"password authentication failed|(?:role|database) \S+ does not exist|"
+                             # redis-py-cluster's conftest connects at import to a cluster on 127.0.0.1:7000
+                             r"cannot be connected|no reachable node|reachable node|Connection reset by peer|"
+                             r"Name or service not known|Temporary failure in name resolution")
 ENV_PATH = re.compile(r"site-packages|dist-packages|/opt/venv/|/\.venv/|/opt/envyard/")
 STDLIB_PATH = re.compile(r"^(?:<frozen |<string>|<stdin>|/usr/(?:local/)?lib/python\d|/usr/lib/pypy)")
 
