@@ -59,9 +59,25 @@ def test_a_self_running_unittest_script_outside_pytests_pattern_is_a_test_comman
     assert rs[1].evidence == "tests/test.py:8, unittest.main"
 
 
+def test_a_runtests_script_that_hands_over_to_djangos_test_command_is_a_django_runner(tmp_path):
+    """django-filter's runtests.py calls `execute_from_command_line(argv[:1] + ["test"] + argv[1:])`: Django's
+    options (`--noinput -v 2`, for per-test statuses) go to it; an option's value is not taken for a label."""
+    (tmp_path / "runtests.py").write_text(
+        "import os, sys\nfrom django.core.management import execute_from_command_line\n\n"
+        "def runtests():\n    os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'tests.settings')\n"
+        "    execute_from_command_line(sys.argv[:1] + ['test'] + sys.argv[1:])\n")
+    (tmp_path / "run_tests_plain.py").write_text("import sys\nsys.exit(0)\n")
+    rs = from_command("python -Werror ./runtests.py --testrunner xmlrunner.extra.XMLTestRunner tests.test_views",
+                      tmp_path, "tox.ini:46, tox.commands")
+    assert kinds(rs) == [("django", f"{PY} ./runtests.py --noinput -v 2 tests.test_views")]
+    assert rs[0].collect is None  # Django cannot list its tests: L3 runs them
+    assert [r.kind for r in from_command("python run_tests_plain.py", tmp_path, "Makefile:2")] == ["pytest", "script"]
+
+
 def test_django_runs_first_when_nothing_names_pytest():
     rs = runners(gather(REPOS / "django_app"))
-    assert kinds(rs) == [("django", f"{PY} manage.py test --noinput -v 2"), ("pytest", f"{PY} -m pytest")]
+    assert kinds(rs) == [("django", f"{PY} manage.py test --noinput -v 2"), ("pytest", f"{PY} -m pytest"),
+                         ("pytest", f"{PY} -m pytest polls/tests.py")]  # a tests.py module, named to pytest
     assert rs[0].collect is None and rs[0].evidence == "manage.py:7, django.manage.py"
 
 

@@ -247,12 +247,34 @@ def _build(kind: str, args: list[str], root: Path, cwd: str) -> list[_Built]:
         script = _inside(root, cwd, args[0], dir_ok=False)
         if script is None:
             return []
+        if _django_test_script(root / cwd / script):  # its arguments go to Django's test command
+            labels, skip = [], False
+            for a in args[1:]:
+                if skip:  # the value of an option (`--testrunner xmlrunner...`)
+                    skip = False
+                elif a.startswith("-"):
+                    skip = "=" not in a
+                elif _LABEL.match(a):
+                    labels.append(a)
+            command = " ".join([PY, shlex.quote(script), "--noinput", "-v", "2", *labels])
+            return [_Built("django", command, None)]
         extra = [a for a in args[1:] if _SAFE.match(a)]
         native = " ".join([PY, shlex.quote(script), *map(shlex.quote, extra)])
         return [_pytest([script]), _Built("script", native, None)]
     if kind == "unittest":
         return _unittest(args, root, cwd)
     return []
+
+
+def _django_test_script(path: Path) -> bool:
+    """A `runtests.py` that hands its command line to Django's `test` command (django-filter's:
+    `execute_from_command_line(sys.argv[:1] + ["test"] + sys.argv[1:])`), so Django's options and verbose
+    per-test lines apply to it."""
+    try:
+        text = path.read_text("utf-8", errors="replace")[:65536]
+    except OSError:
+        return False
+    return "execute_from_command_line" in text and bool(re.search(r"""["']test["']""", text))
 
 
 def _unittest(args: list[str], root: Path, cwd: str) -> list[_Built]:
