@@ -417,7 +417,9 @@ my mariadb --protocol=socket $sock < {DIR}/mysql.sql >/tmp/envyard-mysql-users.l
 
 
 def _postgres_start(svc: Service) -> str:
-    method = "trust" if svc.trust else "scram-sha-256"
+    # `md5` accepts a password stored either way: PostgreSQL 13 (bullseye) stores md5 hashes by default, with
+    # which a `scram-sha-256` line fails every login; from 14 on they are SCRAM, and `md5` lines then use SCRAM
+    method = "trust" if svc.trust else "md5"
     p = svc.port
     # libpq reads PGHOST, PGUSER, PGPASSWORD... which the project's variables may set (psycopg2's tests read
     # them): with them, creating the roles would log in over TCP as a role that does not exist yet
