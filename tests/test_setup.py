@@ -365,6 +365,24 @@ def test_hanging_tests_hit_the_step_timeout(home, tmp_path):
     assert json.loads(envyard(home, "ps", "--json").stdout) == []
 
 
+def test_the_search_stops_at_its_time_limit_and_says_how_far_it_got(home, tmp_path):
+    """--time-limit bounds the search, not each step: the hanging collection (its step limit is 1800 s) is
+    stopped at 30 s, the result names the limit and the furthest level, and nothing is left running."""
+    t = time.monotonic()
+    r = setup_cli(home, hanging_fixture(tmp_path), "--name", "slow", "--time-limit", "30", "--python", "3.11",
+                  "--json")
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert time.monotonic() - t < 150
+    data = json.loads(r.stdout)
+    assert data["status"] == "failed" and data["image"] is None
+    assert "time limit (30s) passed before any branch finished; the furthest" in data["reason"]
+    assert "had reached L1" in data["reason"] or "had reached L2" in data["reason"], data["reason"]
+    assert all("time limit" in b["reason"] for b in data["branches"]), data["branches"]
+    assert json.loads(envyard(home, "ps", "--json").stdout) == []
+    bad = setup_cli(home, hanging_fixture(tmp_path / "b"), "--time-limit", "0")
+    assert bad.returncode == 2 and "--time-limit must be positive" in bad.stderr
+
+
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
 def test_interrupt_mid_search_cleans_up_every_branch(home, tmp_path, sig, code):
     """Ctrl-C, or SIGTERM from `timeout`/a CI runner: no sandbox, process or step image is left behind."""

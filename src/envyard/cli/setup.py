@@ -33,6 +33,9 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                                                "./envyard-contract/<name>): new, empty, or an earlier contract; "
                                                "checked before the run starts (exit 2 otherwise)."),
         timeout: float = typer.Option(1800, "--timeout", help="Limit for each install step and for the test run (s)."),
+        time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Stop the search after this long (s): "
+                                                   "running branches stop, the best finished one is kept and "
+                                                   "replayed (the replay is not counted). Default: no limit."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
         python: Optional[str] = typer.Option(None, "--python", help="Use only this Python release (X.Y or X.Y.Z), "
                                              "even where the project's constraint excludes it."),
@@ -62,6 +65,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         try:
             if timeout <= 0:
                 raise BadInput(f"--timeout must be positive, got {timeout}")
+            if time_limit is not None and time_limit <= 0:
+                raise BadInput(f"--time-limit must be positive, got {time_limit}")
             if jobs < 1:
                 raise BadInput(f"--jobs must be at least 1, got {jobs}")
             if out_dir is not None:
@@ -81,7 +86,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
             with Live(get_renderable=view.render, console=err, refresh_per_second=4, transient=True,
                       auto_refresh=err.is_terminal):
                 result, ev = setup_directory(yard, src, image, jobs=jobs, step_timeout=timeout, test_timeout=timeout,
-                                             on_update=view.update, available=forced, complete=complete)
+                                             on_update=view.update, available=forced, complete=complete,
+                                             time_limit=time_limit)
             contract = write_contract(out_dir, result, ev)
         except EnvyardError as e:
             fail(e)

@@ -121,7 +121,8 @@ class SetupResult:
 
 def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_timeout: float = 1800,
                     test_timeout: float = 1800, on_update: Update | None = None,
-                    available: list[Interpreter] | None = None, complete: bool = True) -> tuple[SetupResult, Evidence]:
+                    available: list[Interpreter] | None = None, complete: bool = True,
+                    time_limit: float | None = None) -> tuple[SetupResult, Evidence]:
     """Set up the project in `src` as image `name`. Raises on bad input; returns the result otherwise."""
     start = time.monotonic()
     ev = gather(src)
@@ -129,7 +130,8 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
     cands, available = ranked_or_installed(ev, available, yard.store.home / "cache")
     workdir = f"{WORK_ROOT}/{re.sub(r'[^A-Za-z0-9._-]', '_', src.resolve().name) or 'project'}"
     search = Search(yard, ev, src, workdir, available, jobs=jobs,
-                    step_timeout=step_timeout, test_timeout=test_timeout, on_update=on_update, complete=complete)
+                    step_timeout=step_timeout, test_timeout=test_timeout, on_update=on_update, complete=complete,
+                    time_limit=time_limit)
     best = search.run(cands)
     base_errors = [b.error for b in search.branches if isinstance(b.error, (SetupBaseError, BaseBuildError))]
     if best.level < 0 and base_errors and len(base_errors) == len(search.branches):

@@ -207,8 +207,9 @@ Update = Callable[[list[Branch]], None]
 class Search:
     def __init__(self, yard: Yard, ev: Evidence, src: Path, workdir: str, available: list[Interpreter], *,
                  jobs: int = 2, step_timeout: float = 1800, test_timeout: float = 1800, on_update: Update | None = None,
-                 complete: bool = True):
+                 complete: bool = True, time_limit: float | None = None):
         self.yard, self.ev, self.src, self.workdir, self.available = yard, ev, src, workdir, available
+        self.time_limit = time_limit  # the search's own budget (s): at it, running branches stop, finished ones count
         self.complete = complete  # run the completeness pass (complete.py) when L2 counts missing imports
         self.jobs, self.step_timeout, self.test_timeout = max(1, jobs), step_timeout, test_timeout
         self.on_update = on_update or (lambda _b: None)
@@ -239,8 +240,15 @@ class Search:
         stopper: Branch | None = None  # the branch that found a project bug
         signatures: set[tuple] = set()  # project-code failures seen so far
         pool = cf.ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="envyard-branch")
+        deadline = time.monotonic() + self.time_limit if self.time_limit else None
+        out_of_time = False
         try:
             while True:
+                if deadline is not None and not out_of_time and time.monotonic() > deadline:
+                    out_of_time = settled = True
+                    queue.clear()
+                    for other in running.values():
+                        self._cancel(other, f"the search's time limit ({self.time_limit:.0f}s) passed")
                 while not settled and queue and len(running) < self.jobs and len(self.branches) < MAX_BRANCHES:
                     if queue[0].cand.fallback and running:
                         break  # fallbacks wait until the better-ranked branches have failed
@@ -284,6 +292,8 @@ class Search:
                             self._cancel(other, f"branch {b.id} found a project bug: {b.bug.error[:120]}")
             finished = [b for b in self.branches if b.state == "done"]
             best = winner or max(finished or self.branches, key=lambda b: (b.level, b.pass_ratio or 0, -b.rank))
+            if not finished and out_of_time:
+                best = self._out_of_time(best)
             if winner is None and stopper is not None and best.level <= stopper.level:
                 best = stopper
             for b in self.branches:
@@ -307,6 +317,14 @@ class Search:
             raise
         finally:
             pool.shutdown(wait=True)
+
+    def _out_of_time(self, furthest: Branch) -> Branch:
+        """No branch finished within the time limit: a failed result that says how far the furthest got (its
+        levels are dropped: a stopped branch has no image to verify or replay)."""
+        got = f"; the furthest ({furthest.cand.label}) had reached L{furthest.level}" if furthest.level >= 0 else ""
+        furthest.reason = f"the search's time limit ({self.time_limit:.0f}s) passed before any branch finished{got}"
+        furthest.levels, furthest.tests = [], {}
+        return furthest
 
     def _cancel(self, b: Branch, why: str = "") -> None:
         """Stop a branch now: whatever it runs (an install, the test suite, a setup base's build) is killed
