@@ -79,6 +79,9 @@ def run_envyard(p: dict, home: str, timeout: float, extra: list[str] | None = No
     image = f"bench/{re.sub(r'[^a-z0-9._-]', '-', name.lower())}:{re.sub(r'[^A-Za-z0-9._-]', '-', version)}"
     cmd = envyard_cmd() + ["setup", *source_args(p), "--json", "--out", out_dir, "--name", image,
                            "--timeout", str(int(max(60, timeout / 3))),  # per step: install, tests and replay fit in `timeout`
+                           # the search stops in time for the replay: a result (the best finished branch, or how far
+                           # the furthest got) rather than a killed process
+                           "--time-limit", str(int(max(60, timeout * 0.6))),
                            *(extra or [])]
     t = time.monotonic()
     res: dict = {"level": None, "pass_ratio": None, "wall_time": None, "reason": "", "image": None, "disk": None}
