@@ -74,6 +74,15 @@ def test_a_runtests_script_that_hands_over_to_djangos_test_command_is_a_django_r
     assert [r.kind for r in from_command("python run_tests_plain.py", tmp_path, "Makefile:2")] == ["pytest", "script"]
 
 
+def test_testtools_and_subunit_runners_run_through_unittest(tmp_path):
+    """`python -m testtools.run NAMES` (testtools, testscenarios) takes unittest's arguments; unittest itself
+    runs them, for its per-test verbose lines. A Makefile's `$(PYTHON)` is the interpreter."""
+    for command in ("python -m testtools.run pkg.tests.test_suite", "$(PYTHON) -m subunit.run pkg.tests.test_suite"):
+        rs = from_command(command, tmp_path, "Makefile:4, Makefile:check")
+        assert [r.kind for r in rs] == ["unittest"] and rs[0].command == f"{PY} -m unittest -v pkg.tests.test_suite"
+    assert shell.classify("PYTHONPATH=. $(PYTHON) -m testtools.run x.test_suite").runner == "unittest"
+
+
 def test_django_runs_first_when_nothing_names_pytest():
     rs = runners(gather(REPOS / "django_app"))
     assert kinds(rs) == [("django", f"{PY} manage.py test --noinput -v 2"), ("pytest", f"{PY} -m pytest"),

@@ -63,6 +63,22 @@ def test_a_tests_py_module_outside_pytests_pattern_is_named_to_pytest(home, tmp_
     assert "/opt/venv/bin/python -m pytest labelcodec/tests.py \"$@\"" in (out / "test.sh").read_text()
 
 
+def test_the_projects_runner_replaces_pytests_discovery_when_that_fails_most_tests(home, tmp_path):
+    """testscenarios' layout: the Makefile runs `python -m testtools.run tests.test_scenarios`, whose load_tests
+    runs each case once per scenario; pytest ignores load_tests and collects the cases unset (2 of 3 fail).
+    L4 tries the project's runner and keeps it: 7 tests, all passing, and the replay agrees."""
+    out = tmp_path / "contract"
+    r = setup_cli(home, REPOS / "scenario_suite", "--name", "t/scen", "--python", "3.11", "--out", out, "--json")
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["pass_ratio"] == 1.0 and data["verified"] is True, data["reason"]
+    assert data["recipe"]["test_runner"] == "unittest" and data["recipe"]["test_evidence"] == "Makefile:4, Makefile:check"
+    l4 = data["levels"][-1]["detail"]
+    assert "pytest's discovery: pass ratio 0.33 over 3 tests" in l4, l4
+    assert data["replay"]["ok"] and data["replay"]["collected"] == 7
+    assert "-m unittest -v tests.test_scenarios" in (out / "test.sh").read_text()
+
+
 def test_a_unittest_suite_pytest_cannot_import_runs_with_unittest(home, tmp_path):
     """checks/*_test.py import a sibling module as top-level, which only `unittest discover -s checks` (the
     Makefile's command) allows: pytest's collection errors out, unittest lists and runs the 4 tests."""

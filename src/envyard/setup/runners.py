@@ -87,6 +87,7 @@ def runners(ev: Evidence, root: Path | None = None) -> list[Runner]:
 def _tokens(text: str) -> list[str] | None:
     text = re.sub(r"\{posargs:([^{}]*)\}", r"\1", text)
     text = text.replace("{toxinidir}/", "").replace("{toxinidir}", ".").replace("{envpython}", "python")
+    text = re.sub(r"\$\(PYTHON\)|\$\{PYTHON\}|\$PYTHON\b", "python", text)  # a Makefile's interpreter variable
     text = re.sub(r"\{posargs\}|\$\{?@\}?", "", text)
     try:
         return shlex.split(text, comments=True)
@@ -188,7 +189,7 @@ def _python(rest: list[str]) -> tuple[str, list[str]] | None:
         mod, args = rest[1], rest[2:]
         if mod in ("pytest", "py.test"):
             return "pytest", args
-        if mod == "unittest":
+        if mod in ("unittest", "testtools.run", "subunit.run"):  # run by unittest itself, for its verbose lines
             return "unittest", args
         if mod in ("nose", "nose2"):
             return "nose", args

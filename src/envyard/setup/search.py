@@ -47,6 +47,7 @@ JUNIT = "/tmp/envyard-junit.xml"
 SCAN_SCRIPT = "/tmp/envyard-importscan.py"
 MAX_REPAIRS = 4  # fixes tried for one failing step or level
 MAX_BRANCHES = 5
+MAX_OWN_RUNNERS = 3  # the project's runners tried when pytest's discovery ran the tests but few passed
 UV_CACHE = "/root/.cache/uv"
 INSIDE_CA = "/etc/envyard-host-ca.crt"
 # Requirements left out of installs (uv overrides with a marker that is never true), and whether Debian has NAME.
@@ -892,7 +893,36 @@ class Search:
         if self._provide_services_found(b, ws, recipe):
             again = self._test_run(b, ws, recipe, rerun=True)
             again.seconds += level.seconds
-            return again
+            level = again
+        return self._own_runner_if_pytest_disagrees(b, ws, recipe, level)
+
+    def _own_runner_if_pytest_disagrees(self, b: Branch, ws: Workspace, recipe: Recipe,
+                                        level: LevelResult) -> LevelResult:
+        """pytest's default discovery ran the tests but most did not pass, and the project names its own runner
+        (testscenarios' `python -m testtools.run testscenarios.test_suite` multiplies tests by scenarios, which
+        pytest does not): run the project's runners too, and keep the first that does better on at least half as
+        many tests. L3/L4 mean the project's tests as the project runs them."""
+        ratio, count = b.pass_ratio, len(b.tests)
+        if recipe.test_source or not level.ok or ratio is None or ratio >= GOOD_RATIO or b.connection:
+            return level
+        saved = (runners.of_recipe(recipe), dict(b.tests), dict(b.connection))
+        for runner in [r for r in runners.runners(self.ev, self.src) if r.source][:MAX_OWN_RUNNERS]:
+            self._say(b, f"L4 pass ratio {ratio:.2f} with pytest's discovery: trying {runner.source}")
+            runners.use(recipe, runner)
+            tried = self._test_run(b, ws, recipe, rerun=True)
+            mine = b.pass_ratio
+            if tried.ok and mine is not None and mine > ratio and len(b.tests) * 2 >= count:
+                tried.detail += f" · {runner.label} (pytest's discovery: pass ratio {ratio:.2f} over {count} tests)"
+                if runner.collect:  # what the replay compares its own collection with
+                    c = self._tests_sh(b, ws, recipe, runner.collect)
+                    b.collected = (collected_count(c.stdout) if runner.kind == "pytest"
+                                   else runners.listed_count(c.stdout))
+                else:
+                    b.collected = len(b.tests)
+                tried.seconds += level.seconds
+                return tried
+        runners.use(recipe, saved[0])
+        b.tests, b.connection = saved[1], saved[2]
         return level
 
     def _provide_services_found(self, b: Branch, ws: Workspace, recipe: Recipe) -> bool:

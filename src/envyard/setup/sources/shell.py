@@ -152,7 +152,7 @@ def _module(toks: list[str]) -> Classified:
     mod = toks[0]
     if mod in ("pytest", "py.test"):
         return Classified("pytest", "pytest")
-    if mod == "unittest":
+    if mod in ("unittest", "testtools.run", "subunit.run"):  # testtools' and subunit's take unittest's arguments
         return Classified("unittest", "unittest")
     if mod in ("nose", "nose2"):
         return Classified("nose", "nose")
