@@ -28,7 +28,7 @@ from envyard.build.ignore import Ignore, parse as parse_ignore
 from envyard.build.words import expand, expand_words
 from envyard.errors import ImageNotFound
 
-from bareenv import BARE
+from bareenv import BARE, sigint_default
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dockerfiles"
 NO_PULLER = importlib.util.find_spec("envyard.images") is None
@@ -412,7 +412,7 @@ def test_cli_run_failure_timeout_and_interrupt(byard, tmp_path):
     tmp.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "envyard.cli.main", "build", "-t", "cli/slow:2", str(ctx)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/tmp",
-                            env={"ENVYARD_HOME": str(home), **BARE, "TMPDIR": str(tmp)})
+                            env={"ENVYARD_HOME": str(home), **BARE, "TMPDIR": str(tmp)}, preexec_fn=sigint_default)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not any(s.owner_pid == proc.pid for s in byard.sandboxes()):
         time.sleep(0.1)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bareenv import BARE
+from bareenv import BARE, sigint_default
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "setup"
 SRC = str(Path(__file__).resolve().parents[1] / "src")  # this checkout's envyard, not whichever one is installed
@@ -389,8 +389,7 @@ def test_interrupt_mid_search_cleans_up_every_branch(home, tmp_path, sig, code):
     src = hanging_fixture(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "envyard.cli.main", "setup", str(src), "--name", "interrupted"],
                             env={"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC},
-                            stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and proc.poll() is None:
