@@ -691,6 +691,18 @@ See https://docs.pytest.org/en/stable/deprecations.html#node-construction-change
 """, ("pip", ("pytest<6",), "pytest-direct-node-construction"))  # docopt 0.6.2 with pytest 7 on Python 3.6
 
 case("install", """\
+error: No solution found when resolving dependencies
+  cause: Because types-pkg-resources<=0.1.2 was yanked (reason: Use types-setuptools instead) and only the following versions of types-pkg-resources are available:
+             types-pkg-resources<=0.1.2
+             types-pkg-resources==0.1.3
+         we can conclude that all of:
+             types-pkg-resources<0.1.3
+             types-pkg-resources>0.1.3
+          cannot be used.
+         And because types-pkg-resources==0.1.3 was yanked (reason: Use types-setuptools instead) and you require types-pkg-resources, we can conclude that your requirements are unsatisfiable.
+""", ("drop", ("types-pkg-resources",), "yanked-requirement"))  # hypothesis' requirements/tools.in
+
+case("install", """\
    Building file:///work/docopt
 error: The build backend returned an error
   cause: Call to `setuptools.build_meta:__legacy__.build_editable` failed (exit status: 1)

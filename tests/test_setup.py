@@ -215,6 +215,18 @@ def test_too_new_dependency_is_fixed_with_a_time_cutoff(home, tmp_path):
     envyard(CACHE_HOME, "rmi", "test/oldsigner")
 
 
+def test_a_requirement_whose_releases_are_all_yanked_is_left_out(home, tmp_path):
+    """hypothesis' requirements/tools.in names types-pkg-resources, every release of which is yanked: uv finds
+    the requirements unsatisfiable. The requirement is left out (a uv override) and the rest installs."""
+    src = copy_fixture(tmp_path)
+    (src / "requirements.txt").write_text("types-pkg-resources\n")
+    r = setup_cli(home, src, "--name", "yanked", "--python", "3.11", "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["verified"], data["reason"]
+    assert any("every release of types-pkg-resources was withdrawn" in x for x in data["repairs"]), data["repairs"]
+
+
 def test_install_failure_stops_at_l0_with_the_reason(home, tmp_path):
     src = copy_fixture(tmp_path, **{"dependencies = []": 'dependencies = ["envyard-no-such-package-xyz==1.0"]'})
     # One interpreter: the failure is the project's on any, and fallbacks would only build more setup bases
