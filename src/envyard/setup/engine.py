@@ -28,7 +28,7 @@ from . import interpreters, pins, runners, services, verdict
 from .evidence import Evidence, gather
 from .interpreters import Interpreter, SetupBaseError, setup_base
 from .plan import ENV, VENV, Recipe, ranked_or_installed
-from .search import (JUNIT, Branch, LevelResult, Search, Update, collected_count, drop_image, setup_env,
+from .search import (JUNIT, Branch, LevelResult, Search, Update, drop_image, listed, setup_env,
                      setup_sandbox, test_results)
 
 WORK_ROOT = "/work"
@@ -239,7 +239,7 @@ def _replay(yard: Yard, search: Search, best: Branch) -> dict:
         statuses = None
         if runner.collect:
             c = sh(runner.collect, search.test_timeout, tests=True)
-            count = collected_count(c.stdout) if runner.kind == "pytest" else runners.listed_count(c.stdout)
+            count = listed(runner, c.stdout)
         else:  # a runner without a collect-only step (Django, a script): the run counts the tests
             c = sh(runner.run(JUNIT), search.test_timeout, tests=True)
             statuses = test_results(runner, c, sb)

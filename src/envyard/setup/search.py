@@ -857,7 +857,7 @@ class Search:
         if runner.collect:
             self._say(b, "L3 collecting tests" + (f" with {runner.source}" if runner.source else ""))
             r = self._tests_sh(b, ws, recipe, runner.collect)
-            count = collected_count(r.stdout) if runner.kind == "pytest" else runners.listed_count(r.stdout)
+            count = listed(runner, r.stdout)
             down = services.start_failure(r.stderr) if r.exit_code == services.FAILED_EXIT else None
             if down:  # stop here: no other runner gets the service either
                 return False, f"a service the tests expect did not start: {down}", "", True
@@ -915,8 +915,7 @@ class Search:
                 tried.detail += f" · {runner.label} (pytest's discovery: pass ratio {ratio:.2f} over {count} tests)"
                 if runner.collect:  # what the replay compares its own collection with
                     c = self._tests_sh(b, ws, recipe, runner.collect)
-                    b.collected = (collected_count(c.stdout) if runner.kind == "pytest"
-                                   else runners.listed_count(c.stdout))
+                    b.collected = listed(runner, c.stdout)
                 else:
                     b.collected = len(b.tests)
                 tried.seconds += level.seconds
@@ -1108,6 +1107,11 @@ def _in(version: str, constraint) -> bool:
 def collected_count(stdout: str) -> int:
     m = re.search(r"(\d+) tests? collected", stdout) or re.search(r"^(\d+) tests?", stdout, re.M)
     return int(m.group(1)) if m else len([l for l in stdout.splitlines() if "::" in l])
+
+
+def listed(runner: runners.Runner, stdout: str) -> int:
+    """How many tests a runner's collect-only step listed (pytest's summary, or the unittest lister's lines)."""
+    return collected_count(stdout) if runner.kind == "pytest" else runners.listed_count(stdout)
 
 
 def test_results(runner: runners.Runner, r, sb: Sandbox) -> dict[str, str]:
