@@ -23,7 +23,7 @@ def test_a_tox_test_script_is_run_through_pytest_then_as_a_script():
     rs = runners(gather(REPOS / "script_tests"))
     assert kinds(rs) == [("pytest", f"{PY} -m pytest"),
                          ("pytest", f"{PY} -m pytest src/tests/test.py"),
-                         ("script", f"{PY} src/tests/test.py")]
+                         ("script", f"{PY} src/tests/test.py -v")]  # -v: unittest.main() prints each test
     assert rs[1].collect == f"{PY} -m pytest src/tests/test.py --collect-only -q -p no:cacheprovider"
     assert rs[2].collect is None  # a script cannot list its tests: L3 runs it
     assert rs[1].source == "python src/tests/test.py" and rs[1].evidence == "tox.ini:6, tox.commands"
@@ -55,8 +55,36 @@ def test_a_self_running_unittest_script_outside_pytests_pattern_is_a_test_comman
     (tmp_path / "tools" / "run_testlike.py").write_text("import unittest\nif __name__ == '__main__':\n    unittest.main()\n")
     rs = runners(gather(tmp_path))
     assert kinds(rs) == [("pytest", f"{PY} -m pytest"), ("pytest", f"{PY} -m pytest tests/test.py"),
-                         ("script", f"{PY} tests/test.py")]
+                         ("script", f"{PY} tests/test.py -v")]
     assert rs[1].evidence == "tests/test.py:8, unittest.main"
+
+
+def test_a_test_directorys_readme_names_scripts_run_from_there(tmp_path):
+    """ply's test/README: `$ python testlex.py`; the scripts call unittest.main() unguarded and put `..` on
+    sys.path, so they run from test/ (natively with -v, so each test has a status). A named script that does
+    not exist, a non-test script, and a README outside a test directory give nothing."""
+    (tmp_path / "test").mkdir()
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(name='p')\n")
+    (tmp_path / "test" / "README").write_text(
+        "To run:\n\n  $ python testlex.py\n  $ python3 testgone.py\n  $ python cleanup.py\n")
+    (tmp_path / "test" / "testlex.py").write_text(
+        "import sys, unittest\nsys.path.insert(0, '..')\nclass T(unittest.TestCase):\n"
+        "    def test_a(self):\n        pass\nunittest.main()\n")
+    (tmp_path / "test" / "cleanup.py").write_text("")
+    (tmp_path / "README.md").write_text("    $ python test/testlex.py\n")
+    rs = runners(gather(tmp_path))
+    assert kinds(rs) == [("pytest", f"{PY} -m pytest"), ("pytest", f"cd test && {PY} -m pytest testlex.py"),
+                         ("script", f"cd test && {PY} testlex.py -v")]
+    assert rs[2].evidence == "test/README:3, readme.test-script"
+
+
+def test_a_script_with_its_own_options_gets_no_verbose_flag(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "runtests.py").write_text(
+        "import argparse, unittest\nif __name__ == '__main__':\n    argparse.ArgumentParser().parse_args()\n"
+        "    unittest.main()\n")
+    rs = from_command("python tests/runtests.py", tmp_path, "x")
+    assert kinds(rs)[-1] == ("script", f"{PY} tests/runtests.py")
 
 
 def test_a_runtests_script_that_hands_over_to_djangos_test_command_is_a_django_runner(tmp_path):

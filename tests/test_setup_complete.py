@@ -60,6 +60,23 @@ def test_a_requirements_file_installed_or_included_is_not_installed_again():
                                  for label in labels if label.startswith("requirements "))
 
 
+def test_of_a_version_matrix_of_tox_environments_only_the_last_is_installed(tmp_path):
+    """hypothesis' tox.ini pins pandas~=1.0 ... ~=1.5 in one environment each: installing them all would build
+    old pandas releases from source, each replacing the one before. Environments naming other distributions,
+    or the same one with the same specifier, stay."""
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(name='m')\n")
+    (tmp_path / "tox.ini").write_text(
+        "[tox]\nenvlist = py311\n\n[testenv]\ncommands = pytest\n\n"
+        "[testenv:pandas10]\ndeps =\n    pandas~=1.0.5\n    numpy~=1.23.5\n"
+        "[testenv:pandas11]\ndeps = pandas~=1.1.5\n"
+        "[testenv:pandas15]\ndeps = pandas~=1.5.0\n"
+        "[testenv:nose]\ndeps = nose\n"
+        "[testenv:nose2]\ndeps = nose\n")
+    ev = gather(tmp_path)
+    labels = [u.label for u in complete.declared_units(ev, plan(ev, Candidate(host_interpreter())))]
+    assert labels == ["group tox:pandas15", "group tox:nose", "group tox:nose2"], labels
+
+
 def test_modules_worth_looking_for():
     missing = [{"module": m} for m in ["humps", "humps.main", "urllib2", "win32api", "_private", "mypkg.sub",
                                         "netaddr", "netaddr", "netaddr"]]

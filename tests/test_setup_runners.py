@@ -63,6 +63,21 @@ def test_a_tests_py_module_outside_pytests_pattern_is_named_to_pytest(home, tmp_
     assert "/opt/venv/bin/python -m pytest labelcodec/tests.py \"$@\"" in (out / "test.sh").read_text()
 
 
+def test_test_scripts_a_readme_names_run_from_their_directory_with_per_test_statuses(home, tmp_path):
+    """ply's layout: test/README says `$ python testtiny.py`; the script calls unittest.main() at import (pytest
+    cannot collect it), imports a sibling input module and writes a table to the cwd. Run natively from test/
+    with -v, each of its 3 tests gets a status."""
+    out = tmp_path / "contract"
+    r = setup_cli(home, REPOS / "readme_scripts", "--name", "t/readme", "--python", "3.11", "--out", out, "--json")
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["pass_ratio"] == 1.0 and data["verified"] is True, data["reason"]
+    assert data["tests_total"] == 3, data["tests"]
+    assert data["recipe"]["test_runner"] == "script" and data["recipe"]["test_evidence"] == \
+        "test/README:3, readme.test-script"
+    assert "cd test && /opt/venv/bin/python testtiny.py -v \"$@\"" in (out / "test.sh").read_text()
+
+
 def test_the_projects_runner_replaces_pytests_discovery_when_that_fails_most_tests(home, tmp_path):
     """testscenarios' layout: the Makefile runs `python -m testtools.run tests.test_scenarios`, whose load_tests
     runs each case once per scenario; pytest ignores load_tests and collects the cases unset (2 of 3 fail).

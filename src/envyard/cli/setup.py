@@ -36,6 +36,10 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Stop the search after this long (s): "
                                                    "running branches stop, the best finished one is kept and "
                                                    "replayed (the replay is not counted). Default: no limit."),
+        project_dir: Optional[str] = typer.Option(None, "--project-dir", help="The Python project's directory "
+                                                  "inside the repository (a monorepo's python/pkg). Default: the "
+                                                  "root, or when the root has no packaging, the subdirectory with "
+                                                  "packaging and the most tests. '.' forces the root."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
         python: Optional[str] = typer.Option(None, "--python", help="Use only this Python release (X.Y or X.Y.Z), "
                                              "even where the project's constraint excludes it."),
@@ -87,7 +91,7 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                       auto_refresh=err.is_terminal):
                 result, ev = setup_directory(yard, src, image, jobs=jobs, step_timeout=timeout, test_timeout=timeout,
                                              on_update=view.update, available=forced, complete=complete,
-                                             time_limit=time_limit)
+                                             time_limit=time_limit, project_dir=project_dir)
             contract = write_contract(out_dir, result, ev)
         except EnvyardError as e:
             fail(e)
@@ -170,6 +174,8 @@ def _print_result(out, result, contract) -> None:
         mark = "[green]✓[/]" if lv.ok else "[red]✗[/]" if lv.ok is False else "–"
         t.add_row(f"L{lv.level}" if lv.level >= 0 else "", lv.name, mark, escape(lv.detail), f"{lv.seconds:.1f}")
     out.print(t)
+    if result.project_dir:
+        out.print(f"project: {escape(result.project_dir)}/ ({escape(result.project_dir_why)})")
     r = result.recipe
     if r is not None:
         out.print(f"level reached: L{result.level} · Python {r.interpreter.version} ({r.interpreter.provider})"

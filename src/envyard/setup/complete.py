@@ -28,6 +28,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
 from .evidence import Evidence
 from .plan import Recipe, Step
 
@@ -100,11 +103,34 @@ def declared_units(ev: Evidence, recipe: Recipe) -> list[Unit]:
         if isinstance(v, dict) and isinstance(v.get("requirement"), str) and not v.get("url"):
             groups.setdefault(str(v.get("group", "")), []).append(v["requirement"])
     for group, reqs in groups.items():
+        if _superseded(group, reqs, groups):
+            continue
         todo = [r for r in dict.fromkeys(reqs) if shlex.quote(r) not in done]
         if todo:
             args = tuple(shlex.quote(r) for r in todo)
             units.append(Unit(f"group {group}", " ".join(args), args if 1 < len(args) <= MAX_SPLIT else ()))
     return units
+
+
+def _superseded(group: str, reqs: list[str], groups: dict[str, list[str]]) -> bool:
+    """A tox/nox/hatch environment of a version matrix (hypothesis' pandas10 ... pandas15 each pin
+    `pandas~=1.x`): a later environment names one of its distributions with another specifier. Only the last
+    of such a matrix is installed; the others would only replace one another, often by building an old
+    release from source."""
+    envs = [g for g in groups if g.startswith(("tox:", "nox:", "hatch:"))]
+    if group not in envs:
+        return False
+    mine = dict(p for p in map(_name_and_spec, reqs) if p)
+    later = [p for g in envs[envs.index(group) + 1:] for p in map(_name_and_spec, groups[g]) if p]
+    return any(name in mine and spec != mine[name] for name, spec in later)
+
+
+def _name_and_spec(requirement: str) -> tuple[str, str] | None:
+    try:
+        r = Requirement(requirement)
+    except InvalidRequirement:
+        return None
+    return canonicalize_name(r.name), str(r.specifier)
 
 
 def install_command(recipe: Recipe, args: str) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 from ..errors import BadInput, BaseBuildError, EnvyardError
 from ..store import ImageConfig
 from ..yard import Yard
-from . import interpreters, pins, runners, services, verdict
+from . import interpreters, pins, runners, services, subproject, verdict
 from .evidence import Evidence, gather
 from .interpreters import Interpreter, SetupBaseError, setup_base
 from .plan import ENV, VENV, Recipe, ranked_or_installed
@@ -76,6 +76,8 @@ class SetupResult:
     missing_imports: int | None = None  # L2's count in the final environment (pyright's reportMissingImports)
     missing_modules: list[str] = field(default_factory=list)  # the top-level modules still missing
     completion: dict = field(default_factory=dict)  # what the completeness pass did (complete.py), when it ran
+    project_dir: str = ""  # the project's directory in the repository ("" = its root; a monorepo's subdirectory)
+    project_dir_why: str = ""
 
     @property
     def verified(self) -> bool:
@@ -122,16 +124,23 @@ class SetupResult:
 def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_timeout: float = 1800,
                     test_timeout: float = 1800, on_update: Update | None = None,
                     available: list[Interpreter] | None = None, complete: bool = True,
-                    time_limit: float | None = None) -> tuple[SetupResult, Evidence]:
-    """Set up the project in `src` as image `name`. Raises on bad input; returns the result otherwise."""
+                    time_limit: float | None = None, project_dir: str | None = None) -> tuple[SetupResult, Evidence]:
+    """Set up the project in `src` as image `name`. Raises on bad input; returns the result otherwise.
+    `project_dir`: the project's directory inside the repository (None: found by subproject.find, "." the root).
+    The whole repository is copied into the sandbox either way; steps and tests run in the project's directory."""
     start = time.monotonic()
-    ev = gather(src)
+    if not src.is_dir():
+        gather(src)  # raises NotARepository with the cause and the fix
+    sub = subproject.find(src) if project_dir is None else subproject.given(src, project_dir)
+    project = src / sub.subdir if sub else src
+    ev = gather(project, repository=src if sub else None)
     available = available or interpreters.available()
     cands, available = ranked_or_installed(ev, available, yard.store.home / "cache")
-    workdir = f"{WORK_ROOT}/{re.sub(r'[^A-Za-z0-9._-]', '_', src.resolve().name) or 'project'}"
-    search = Search(yard, ev, src, workdir, available, jobs=jobs,
+    repo_dir = f"{WORK_ROOT}/{re.sub(r'[^A-Za-z0-9._-]', '_', src.resolve().name) or 'project'}"
+    workdir = f"{repo_dir}/{sub.subdir}" if sub else repo_dir
+    search = Search(yard, ev, project, workdir, available, jobs=jobs,
                     step_timeout=step_timeout, test_timeout=test_timeout, on_update=on_update, complete=complete,
-                    time_limit=time_limit)
+                    time_limit=time_limit, upload=(src, repo_dir))
     best = search.run(cands)
     base_errors = [b.error for b in search.branches if isinstance(b.error, (SetupBaseError, BaseBuildError))]
     if best.level < 0 and base_errors and len(base_errors) == len(search.branches):
@@ -149,7 +158,8 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
                          replay=replay, branches=[_summary(b) for b in search.branches], repairs=best.repairs,
                          log=_log(search.branches, best, replay), project_bug=best.bug.to_dict() if best.bug else {},
                          connection=best.connection, missing_imports=best.scan.get("missing"),
-                         missing_modules=best.scan.get("modules", []), completion=best.completion)
+                         missing_modules=best.scan.get("modules", []), completion=best.completion,
+                         project_dir=sub.subdir if sub else "", project_dir_why=sub.why if sub else "")
     if best.bug:
         result.reason = f"project bug: {best.bug.headline}"
     elif best.level >= 3 and not replay.get("ok"):
@@ -171,7 +181,8 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
                              labels={"envyard.setup.level": str(best.level),
                                      "envyard.setup.verified": "true" if result.verified else "false",
                                      "envyard.setup.status": status},
-                             provenance={"provider": "setup", "source": str(src.resolve()), "level": best.level,
+                             provenance={"provider": "setup", "source": str(src.resolve()),
+                                         "project_dir": result.project_dir, "level": best.level,
                                          "verified": result.verified, "status": status,
                                          "pass_ratio": best.pass_ratio, "interpreter": recipe.interpreter.label,
                                          "cutoff": recipe.cutoff or "",
@@ -217,7 +228,7 @@ def _replay(yard: Yard, search: Search, best: Branch) -> dict:
     log: list[str] = []
     base = setup_base(yard, recipe.interpreter)
     with setup_sandbox(yard, base, search.cache) as sb:
-        sb.upload(search.src, search.workdir)
+        sb.upload(*search.upload)
 
         def sh(cmd: str, timeout: float, *, tests: bool = False):
             if tests and recipe.services:  # the services start in the same sandbox, right before the tests
@@ -328,7 +339,9 @@ def write_contract(out: Path, result: SetupResult, ev: Evidence) -> Path:
         prelude = "".join(f"{c}\n" for c in r.interpreter.base_commands())
         (out / "setup.sh").write_text(
             "#!/bin/sh\n# Replays envyard's recipe from the project root, as root, on "
-            f"{_debian_of(r.interpreter)} (Python {r.interpreter.version} at {r.interpreter.path}).\nset -eu\n"
+            f"{_debian_of(r.interpreter)} (Python {r.interpreter.version} at {r.interpreter.path}).\n"
+            + (f"# The project root is {result.project_dir}/ in the repository: run this (and test.sh) there.\n"
+               if result.project_dir else "") + "set -eu\n"
             f"# the setup base: interpreter, toolchain, uv\n{prelude}"
             f"export {_exports(r)}\n"
             + (f"# the exact versions that passed (from {r.pins_source}){_pins_use(r)}\n"
@@ -380,8 +393,8 @@ def _debian_of(interp: Interpreter) -> str:
 def dockerfile(result: SetupResult) -> str:
     """A portable equivalent for Docker users (not built here: no registry is reachable). The host provider
     maps to debian:bookworm, whose python3 is the same 3.11; an interpreter installed on the host (pyenv, uv) to
-    the python image of the same release, linked where the recipe expects it. Build from the project root:
-    `docker build -f <contract>/Dockerfile .`"""
+    the python image of the same release, linked where the recipe expects it. Build from the repository's root
+    (the project's, unless the project is a subdirectory of it): `docker build -f <contract>/Dockerfile .`"""
     r = result.recipe
     interp = r.interpreter
     origin = (f"# the environment was built with Python {interp.version} {interp.origin}; here the python image's"
@@ -394,21 +407,24 @@ def dockerfile(result: SetupResult) -> str:
     runs += f"RUN {pins.EXACT}\n" if r.pins else ""
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in ({**ENV, **pinned_env(r)}).items() if k != "PATH")
     start = f"{services.START} && " if r.services else ""  # services do not outlive a RUN: started with the tests
-    return ("# written by `envyard setup`; build from the project root: docker build -f PATH/TO/Dockerfile .\n"
+    into = (f"# the Python project is a subdirectory of the repository\nWORKDIR {WORK_ROOT}/project/{result.project_dir}\n"
+            if result.project_dir else "")
+    return ("# written by `envyard setup`; build from the repository's root: docker build -f PATH/TO/Dockerfile .\n"
             f"{origin}FROM {interp.docker_base()}\n"
             "RUN apt-get update && apt-get install -y --no-install-recommends "
             + " ".join(interpreters.DEBIAN_PACKAGES) + " && rm -rf /var/lib/apt/lists/*\n"
             "RUN python3 -m venv /opt/envyard/uv && /opt/envyard/uv/bin/pip install uv"
             " && mkdir -p /opt/envyard/bin && ln -s /opt/envyard/uv/bin/uv /opt/envyard/bin/uv\n"
             f"ENV {env} PATH={VENV}/bin:/opt/envyard/bin:$PATH\n"
-            f"WORKDIR {WORK_ROOT}/project\nCOPY . .\n{runs}"
+            f"WORKDIR {WORK_ROOT}/project\nCOPY . .\n{into}{runs}"
             f'CMD ["sh", "-c", {json.dumps(start + r.test_command + (" -q" if r.test_runner == "pytest" else ""))}]\n')
 
 
 def _toml(result: SetupResult, ev: Evidence) -> str:
     q = _toml_str
     lines = [CONTRACT_HEADER, "[result]", f"name = {q(result.name)}",
-             f"image = {q(result.image or '')}", f"level = {result.level}",
+             f"image = {q(result.image or '')}", f"project_dir = {q(result.project_dir or '.')}",
+             f"level = {result.level}",
              f"pass_ratio = {result.pass_ratio if result.pass_ratio is not None else -1}",
              f"reason = {q(result.reason)}", f"wall_time_s = {result.wall_time:.1f}",
              f"integrity = {q(result.integrity.detail if result.integrity else 'not checked')}",

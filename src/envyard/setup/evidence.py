@@ -133,6 +133,7 @@ _READERS = (
     ("manage.py", testing.read_django),
     ("runtests.py", testing.read_runtests),
     ("self-running test scripts", testing.read_test_scripts),
+    ("test directory READMEs", testing.read_test_readmes),
     ("CI", ci.read_ci),
     ("compose", ci.read_compose),
     ("Dockerfile", docker.read_dockerfiles),
@@ -144,8 +145,9 @@ _READERS = (
 )
 
 
-def gather(root: Path | str) -> Evidence:
-    """Every fact the repository at `root` states about its environment. Reads files only."""
+def gather(root: Path | str, repository: Path | None = None) -> Evidence:
+    """Every fact the repository at `root` states about its environment. Reads files only. `repository`: the
+    repository `root` is a subdirectory of (a monorepo's), for what only the whole repository says (its date)."""
     root = Path(root).expanduser()
     if not root.exists():
         raise NotARepository(f"{root} does not exist", fix="pass the path of a checked-out repository")
@@ -158,7 +160,7 @@ def gather(root: Path | str) -> Evidence:
         raise NotARepository(
             f"{root} holds no Python: no .py files and none of {', '.join(PROJECT_FILES)} or requirements*.txt",
             fix="point envyard at the root of a Python project")
-    sink = Sink(root, files)
+    sink = Sink(root, files, repository.resolve() if repository else None)
     if files.truncated:
         sink.problem(".", None, f"more than {len(files.paths)} files; the rest were not looked at")
     for name, reader in _READERS:

@@ -260,11 +260,23 @@ def _build(kind: str, args: list[str], root: Path, cwd: str) -> list[_Built]:
             command = " ".join([PY, shlex.quote(script), "--noinput", "-v", "2", *labels])
             return [_Built("django", command, None)]
         extra = [a for a in args[1:] if _SAFE.match(a)]
+        if _calls_unittest_main(root / cwd / script) and not {"-v", "--verbose"} & set(extra):
+            extra.append("-v")  # unittest.main() reads it from argv: one line per test, so per-test statuses
         native = " ".join([PY, shlex.quote(script), *map(shlex.quote, extra)])
         return [_pytest([script]), _Built("script", native, None)]
     if kind == "unittest":
         return _unittest(args, root, cwd)
     return []
+
+
+def _calls_unittest_main(path: Path) -> bool:
+    """A script that hands its command line to `unittest.main()` (and parses no options of its own)."""
+    try:
+        text = path.read_text("utf-8", errors="replace")[:262144]
+    except OSError:
+        return False
+    return bool(re.search(r"^\s*unittest\.main\(\s*\)", text, re.M)) and "argparse" not in text \
+        and "optparse" not in text and "getopt" not in text
 
 
 def _django_test_script(path: Path) -> bool:

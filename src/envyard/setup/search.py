@@ -208,8 +208,11 @@ Update = Callable[[list[Branch]], None]
 class Search:
     def __init__(self, yard: Yard, ev: Evidence, src: Path, workdir: str, available: list[Interpreter], *,
                  jobs: int = 2, step_timeout: float = 1800, test_timeout: float = 1800, on_update: Update | None = None,
-                 complete: bool = True, time_limit: float | None = None):
+                 complete: bool = True, time_limit: float | None = None, upload: tuple[Path, str] | None = None):
         self.yard, self.ev, self.src, self.workdir, self.available = yard, ev, src, workdir, available
+        # What is copied into each sandbox, and where: the whole repository when the project is a subdirectory
+        # of it (a monorepo), else the project itself at workdir.
+        self.upload = upload or (src, workdir)
         self.time_limit = time_limit  # the search's own budget (s): at it, running branches stop, finished ones count
         self.complete = complete  # run the completeness pass (complete.py) when L2 counts missing imports
         self.jobs, self.step_timeout, self.test_timeout = max(1, jobs), step_timeout, test_timeout
@@ -393,7 +396,7 @@ class Search:
         b.ws = ws = Workspace(self.yard, base, self.cache, cancel, b.log, self._tracker(b))
         ws.env.update(recipe.env)  # what the project's CI gives its tests (service URLs...)
         self._say(b, "copying the source")
-        ws.sb.upload(self.src, self.workdir)
+        ws.sb.upload(*self.upload)
         b.levels.append(self._install(b, ws, recipe))
         if b.levels[-1].ok:
             b.levels.append(self._fixing_level(b, ws, recipe, 1, "imports", "import", self._imports))

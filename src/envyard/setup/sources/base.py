@@ -102,8 +102,9 @@ def _depth_ok(path: str, max_depth: int | None) -> bool:
 class Sink:
     """Collects facts (deduplicated, in the order found) and problems for one repository."""
 
-    def __init__(self, root: Path, files: RepoFiles):
+    def __init__(self, root: Path, files: RepoFiles, repository: Path | None = None):
         self.root = root
+        self.repository = repository or root  # differs when the project is a subdirectory of a monorepo
         self.files = files
         self.facts: list[Fact] = []
         self.problems: list[str] = []

@@ -107,10 +107,10 @@ def _conda_environment(sink: Sink, rel: str) -> None:
 def read_source_date(sink: Sink) -> None:
     """The date of the source: the last commit's date when `.git` exists (read with `git log`, which runs no
     repository code; hooks and fsmonitor are disabled), else an sdist's PKG-INFO modification time, else the
-    newest modification time of the repository's files."""
+    newest modification time of the repository's files. A project in a subdirectory has its repository's date."""
     root = sink.root
-    if (root / ".git").exists():
-        date = _git_date(root)
+    if (sink.repository / ".git").exists():
+        date = _git_date(sink.repository)
         if date:
             sink.add("source_date", date, ".git", None, "git")
             return

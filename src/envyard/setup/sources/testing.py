@@ -207,6 +207,29 @@ def read_test_scripts(sink: Sink) -> None:
             return
 
 
+_README_RUN = re.compile(r"^\s*(?:[$%>]\s*)?(?:python[\d.]*|pypy3?)\s+([\w.-]+\.py)\s*$")
+
+
+def read_test_readmes(sink: Sink) -> None:
+    """A README in a test directory that says how to run its scripts (ply's `test/README`: `$ python
+    testlex.py`): each script it names that exists there becomes `cd DIR && python SCRIPT`, since such scripts
+    are written to run from their own directory (ply's put `..` on sys.path and write tables to the cwd)."""
+    found = 0
+    for rel in sink.files.paths:
+        parts = rel.split("/")
+        if len(parts) < 2 or len(parts) > 4 or not parts[-1].upper().startswith("README") or \
+                not _TEST_DIR_PART.match(parts[-2]):
+            continue
+        directory = "/".join(parts[:-1])
+        for number, line in enumerate((sink.read(rel, limit=65536, quiet=True) or "").splitlines(), 1):
+            m = _README_RUN.match(line)
+            if m and "test" in m.group(1).lower() and sink.files.exists(f"{directory}/{m.group(1)}"):
+                sink.add("test_command", f"cd {directory} && python {m.group(1)}", rel, number, "readme.test-script")
+                found += 1
+                if found >= 3:
+                    return
+
+
 def read_test_files(sink: Sink) -> None:
     """Where test files are, and — when there is no pytest configuration and no test imports pytest — the
     unittest (or nose) discovery command for suites written with `unittest`."""
