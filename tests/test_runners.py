@@ -248,3 +248,20 @@ def test_a_script_without_unittest_output_is_one_test_by_its_exit_code():
 def test_the_unittest_lister_output_is_counted():
     assert listed_count("count_test.CountTest.test_all\nempty_test.EmptyTest.test_empty\n") == 2
     assert listed_count("") == 0
+
+
+def test_a_servers_refusal_of_root_is_found_and_the_runner_wrapped():
+    from envyard.setup import testuser
+
+    out = "E   RuntimeError: initdb failed: b'initdb: error: cannot be run as root\\n'\nmore"
+    assert testuser.refusal(out) == "E   RuntimeError: initdb failed: b'initdb: error: cannot be run as root\\n'"
+    assert testuser.refusal('postgres: "root" execution of the PostgreSQL server is not permitted.')
+    assert testuser.refusal("[ERROR] Fatal error: Please consult the Knowledge Base to find out how to run mysqld "
+                            "as root!")
+    assert testuser.refusal("FATAL: role \"root\" does not exist") is None  # a client's error, not a refusal
+    w = testuser.WRAPPER
+    assert testuser.wrap(f"cd test && {PY} t.py -v") == f"cd test && {w} {PY} t.py -v"
+    assert testuser.wrap(f"{PY} -m pytest") == f"{w} {PY} -m pytest"
+    assert testuser.wrap(testuser.wrap(f"{PY} -m pytest")) == f"{w} {PY} -m pytest"  # once
+    assert testuser.wrap(None) is None
+    assert "chown -R nobody:nogroup ../.." in testuser.step("../..").command

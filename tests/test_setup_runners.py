@@ -78,6 +78,23 @@ def test_test_scripts_a_readme_names_run_from_their_directory_with_per_test_stat
     assert "cd test && /opt/venv/bin/python testtiny.py -v \"$@\"" in (out / "test.sh").read_text()
 
 
+def test_tests_whose_server_refuses_root_run_as_an_ordinary_user(home, tmp_path):
+    """testing.postgresql's way: a test helper runs initdb, which refuses root. Seen in the test run, the tests
+    run again as nobody (writing in /tmp, $HOME and their own tree), and setup.sh, test.sh and the replay do
+    the same. Without the repair 2 of 3 tests fail and the result is not verified."""
+    out = tmp_path / "contract"
+    r = setup_cli(home, REPOS / "rootless_server", "--name", "t/rootless", "--python", "3.11", "--out", out, "--json")
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["pass_ratio"] == 1.0 and data["verified"] is True, data["reason"]
+    assert data["tests_total"] == 3 and data["replay"]["ok"] and data["replay"]["statuses_same"] == 3
+    assert any("refused to run as root" in rep and "initdb: error: cannot be run as root" in rep
+               for rep in data["repairs"]), data["repairs"]
+    assert "/opt/envyard/bin/as-test-user /opt/venv/bin/python -m pytest" in (out / "test.sh").read_text()
+    setup_sh = (out / "setup.sh").read_text()
+    assert "setpriv --reuid=65534" in setup_sh and "chown -R nobody:nogroup ." in setup_sh
+
+
 def test_the_projects_runner_replaces_pytests_discovery_when_that_fails_most_tests(home, tmp_path):
     """testscenarios' layout: the Makefile runs `python -m testtools.run tests.test_scenarios`, whose load_tests
     runs each case once per scenario; pytest ignores load_tests and collects the cases unset (2 of 3 fail).

@@ -417,7 +417,7 @@ def native_results(runner: Runner, output: str, exit_code: int) -> dict[str, str
     found = parse_verbose(output)
     if found or runner.kind != "script":
         return found
-    script = shlex.split(runner.command.split(" && ")[-1])[1]
+    script = next(t for t in shlex.split(runner.command.split(" && ")[-1]) if t.endswith(".py"))
     return {f"{script}::main": "passed" if exit_code == 0 else "failed"}
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import copy
 import json
+import os
 import re
 import shlex
 import threading
@@ -33,7 +34,7 @@ from ..errors import EnvyardError
 from ..store import Image
 from ..tls import ca_bundle
 from ..yard import Sandbox, Yard
-from . import complete, importscan, pins, runners, services
+from . import complete, importscan, pins, runners, services, testuser
 from .verdict import GOOD_RATIO, connection_failures
 from .evidence import Evidence
 from .interpreters import SETUP_DISK, Interpreter, minor, setup_base
@@ -100,6 +101,7 @@ class Branch:
     image: Image | None = None  # the branch's final state, kept until the search decides
     collected: int = 0
     connection: dict = field(default_factory=dict)  # failing tests that could not reach a server (verdict.py)
+    root_refusal: str = ""  # the last test run's line where a server refused to run as root (testuser.py)
     integrity: "LevelResult | None" = None  # the project's Python files unchanged by setup and tests
     started: float = 0.0
     ended: float = 0.0
@@ -889,6 +891,7 @@ class Search:
             return False, f"no per-test results (exit {r.exit_code}): {last}", output, False
         b.tests, b.collected = tests, len(tests)
         b.connection = connection_failures(output=output)
+        b.root_refusal = testuser.refusal(output) or ""
         return True, f"{len(tests)} tests (run at L3: {runner.kind} has no collect-only step)", "", False
 
     def _run_tests(self, b: Branch, ws: Workspace, recipe: Recipe) -> LevelResult:
@@ -897,7 +900,32 @@ class Search:
             again = self._test_run(b, ws, recipe, rerun=True)
             again.seconds += level.seconds
             level = again
-        return self._own_runner_if_pytest_disagrees(b, ws, recipe, level)
+        level = self._own_runner_if_pytest_disagrees(b, ws, recipe, level)
+        if self._as_test_user(b, ws, recipe):
+            again = self._test_run(b, ws, recipe, rerun=True)
+            again.seconds += level.seconds
+            level = again
+        return level
+
+    def _as_test_user(self, b: Branch, ws: Workspace, recipe: Recipe) -> bool:
+        """The tests started a server that refuses to run as root (testing.postgresql's initdb): from now on they
+        run as an ordinary user (testuser.py), as a repair the contract keeps. True when the tests should run
+        again (once: they then run as that user)."""
+        if not b.root_refusal or testuser.WRAPPER in recipe.test_command:
+            return False
+        self._say(b, "the tests start a server that refuses root: running them as an ordinary user")
+        s = testuser.step(os.path.relpath(self.upload[1], self.workdir))
+        r = ws.sh(s.command, self.workdir, self.step_timeout)
+        if r.exit_code != 0:
+            b.log.append(f"could not set up the test user: exit {r.exit_code}: {(r.stdout + r.stderr)[-300:]}")
+            return False
+        ws.sh(f"rm -f {JUNIT}", "/", 30)  # root's report from the run before: the test user could not replace it
+        recipe.steps.append(s)
+        recipe.test_command, recipe.test_collect = testuser.wrap(recipe.test_command), testuser.wrap(recipe.test_collect)
+        b.repairs.append(f"a server the tests start refused to run as root ({b.root_refusal!r}): the tests run as "
+                         f"{testuser.USER}, and again")
+        b.root_refusal = ""
+        return True
 
     def _own_runner_if_pytest_disagrees(self, b: Branch, ws: Workspace, recipe: Recipe,
                                         level: LevelResult) -> LevelResult:
@@ -964,6 +992,7 @@ class Search:
                                time.monotonic() - t)
         b.tests = test_results(runner, r, ws.sb)
         b.connection = run_connection_failures(runner, r, ws.sb)
+        b.root_refusal = testuser.refusal(r.stdout + r.stderr + _junit_text(runner, ws.sb)) or ""
         if r.timed_out:
             return LevelResult(4, "tests run", False, f"the test run passed the {self.test_timeout:.0f}s limit",
                                time.monotonic() - t)
@@ -1126,6 +1155,15 @@ def test_results(runner: runners.Runner, r, sb: Sandbox) -> dict[str, str]:
         return parse_junit(sb.read_file(JUNIT))
     except (FileNotFoundError, EnvyardError, ET.ParseError):
         return {}
+
+
+def _junit_text(runner: runners.Runner, sb: Sandbox) -> str:
+    if runner.kind != "pytest":
+        return ""
+    try:
+        return sb.read_file(JUNIT).decode("utf-8", "replace")
+    except (FileNotFoundError, EnvyardError):
+        return ""
 
 
 def run_connection_failures(runner: runners.Runner, r, sb: Sandbox) -> dict:
