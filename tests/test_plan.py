@@ -121,6 +121,23 @@ def test_requirement_files_uv_refuses_are_installed_as_arguments(tmp_path):
     assert any("--trusted-host pypi.org is ignored" in n for n in r.notes)
 
 
+def test_requirement_files_named_for_another_python_are_left_out(tmp_path):
+    """ecdsa ships build-requirements-2.6.txt and -2.7.txt (a git+https requirement for Python 2) beside the
+    build-requirements.txt every other Python uses; its CI picks the file by the running Python's version."""
+    project(tmp_path, ">=2.6")
+    for name in ("build-requirements.txt", "build-requirements-2.7.txt", "requirements-py3.txt",
+                 "requirements-py310.txt"):
+        (tmp_path / name).write_text("six\n")
+    ev = gather(tmp_path)
+    installed = lambda interp: [s.command.split(" -r ")[1] for s in plan(ev, Candidate(interp)).steps
+                                if s.kind == "requirements"]
+    assert installed(HOST) == ["build-requirements.txt", "requirements-py3.txt"]
+    assert installed(Interpreter("pyenv:3.10", "pyenv", "/p/python3", "3.10.13")) == [
+        "build-requirements.txt", "requirements-py3.txt", "requirements-py310.txt"]
+    assert sorted(installed(Interpreter("pyenv:2.7", "pyenv", "/p/python2", "2.7.18"))) == [
+        "build-requirements-2.7.txt", "build-requirements.txt"]
+
+
 def test_requirement_files_uv_reads_stay_as_they_are(tmp_path):
     project(tmp_path, ">=3.8")
     (tmp_path / "requirements.txt").write_text("-e .[tests]\n--editable=./lib\n-r reqs/dev.txt\n-c c.txt\n"

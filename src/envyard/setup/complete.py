@@ -32,7 +32,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from .evidence import Evidence
-from .plan import Recipe, Step
+from .plan import Recipe, Step, for_another_python
 
 # What the environment held when the pass started: every install of the pass is constrained to it.
 BEFORE = "/opt/envyard/complete-constraints.txt"
@@ -89,7 +89,7 @@ def declared_units(ev: Evidence, recipe: Recipe) -> list[Unit]:
         grew = bool(more)
     rewrites = {f.value["path"]: f.value for f in ev.of("requirements_rewrite") if isinstance(f.value, dict)}
     for path in dict.fromkeys(f.value["path"] for f in files):
-        if path in installed:
+        if path in installed or for_another_python(path, recipe.interpreter.version):
             continue
         rewrite = rewrites.get(path)
         if rewrite is None:

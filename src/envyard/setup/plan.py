@@ -29,6 +29,8 @@ INSTALL = "uv pip install"
 # builds C++ TOML parsers that fail on a stock machine), profilers, fuzzers, type checkers.
 NOT_FOR_TESTS = re.compile(r"doc|lint|bench|profil|fuzz|mypy|typing|typecheck", re.I)
 TESTISH = re.compile(r"(^|[-_])(test|tests|testing|dev|develop|check)($|[-_])", re.I)
+# A Python version in a requirement file's name: requirements-2.7.txt, requirements_py27.txt, reqs-py3.txt
+_FILE_PYTHON = re.compile(r"(?:^|[-_.])(?:py(?:thon)?-?(\d)\.?(\d{1,2})?|(\d)\.(\d{1,2}))(?=[-_.]|$)", re.I)
 # When each interpreter line was released: a project released long before it likely never ran on it.
 PYTHON_RELEASED = {(3, 6): "2016-12-23", (3, 7): "2018-06-27", (3, 8): "2019-10-14",
                    (3, 9): "2020-10-05", (3, 10): "2021-10-04", (3, 11): "2022-10-24", (3, 12): "2023-10-02",
@@ -256,6 +258,18 @@ def _lock_step(ev: Evidence, r: Recipe) -> None:
     r.env["UV_CONSTRAINT"], r.lock_source = locks.LOCKED, f"{tool}.lock"
 
 
+def for_another_python(path: str, version: str) -> bool:
+    """Whether a requirement file's name says it is for another Python than `version` (ecdsa's
+    build-requirements-2.7.txt, beside the build-requirements.txt that every other Python uses)."""
+    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    m = _FILE_PYTHON.search(stem)
+    if not m:
+        return False
+    major, minor = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+    have = version.split(".")
+    return major != have[0] or (minor is not None and minor != have[1])
+
+
 def plan(ev: Evidence, cand: Candidate) -> Recipe:
     interp = cand.interpreter
     r = Recipe(interp, cand.cutoff)
@@ -271,7 +285,8 @@ def plan(ev: Evidence, cand: Candidate) -> Recipe:
         r.steps.insert(0, apt_step(apt, "system_package: " + ", ".join(apt), recommends=True))
     req_files = [f for f in ev.of("requirements_file") if isinstance(f.value, dict)
                  and f.value.get("role", "requirements") == "requirements"
-                 and not NOT_FOR_TESTS.search(f.value.get("path", ""))]
+                 and not NOT_FOR_TESTS.search(f.value.get("path", ""))
+                 and not for_another_python(f.value.get("path", ""), interp.version)]
     top = [f for f in req_files if "/" not in f.value["path"]] or req_files  # included files come along via -r
     rewrites = {f.value["path"]: f.value for f in ev.of("requirements_rewrite") if isinstance(f.value, dict)}
     for f in top:

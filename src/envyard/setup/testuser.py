@@ -40,11 +40,19 @@ def refusal(text: str) -> str | None:
     return text[start:end if end >= 0 else None].strip()[:200]
 
 
+# An interpreter installed on the host (pyenv's under /root/.pyenv) sits below directories only root may enter:
+# the test user gets the right to pass through (o+x, not to list) each directory above the venv's interpreter.
+_TRAVERSE = ('p=$(readlink -f /opt/venv/bin/python); while [ "$p" != / ]; do p=$(dirname "$p"); '
+             'chmod o+x "$p"; done')
+
+
 def step(repository: str) -> Step:
-    """Install the wrapper and give the repository's copy (`repository`, relative to the project's directory:
-    "." or, in a monorepo, "../..") to the test user, who may need to write in it."""
+    """Install the wrapper, let the test user reach the interpreter, and give the repository's copy
+    (`repository`, relative to the project's directory: "." or, in a monorepo, "../..") to the test user, who
+    may need to write in it."""
     install = f"mkdir -p {shlex.quote(WRAPPER.rsplit('/', 1)[0])} && printf %s {shlex.quote(_SCRIPT)} > {WRAPPER}"
-    return Step("repair", f"{install} && chmod 755 {WRAPPER} && chown -R {USER}:{GROUP} {shlex.quote(repository)}",
+    return Step("repair", f"{install} && chmod 755 {WRAPPER} && {_TRAVERSE} && "
+                          f"chown -R {USER}:{GROUP} {shlex.quote(repository)}",
                 f"the tests start servers that refuse to run as root: they run as {USER}")
 
 
