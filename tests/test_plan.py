@@ -138,6 +138,17 @@ def test_requirement_files_named_for_another_python_are_left_out(tmp_path):
         "build-requirements-2.7.txt", "build-requirements.txt"]
 
 
+def test_a_minimum_versions_requirement_file_is_not_installed(tmp_path):
+    """nibabel's min-requirements.txt (numpy ==1.20, for a CI job checking the oldest versions) beside its
+    requirements.txt: installing both would build numpy 1.20 from source on a current Python."""
+    project(tmp_path, ">=3.8")
+    (tmp_path / "requirements.txt").write_text("numpy >=1.20\n")
+    for name in ("min-requirements.txt", "requirements-minimum.txt", "requirements_oldest.txt"):
+        (tmp_path / name).write_text("numpy ==1.20\n")
+    steps = [s.command for s in plan(gather(tmp_path), Candidate(HOST)).steps if s.kind == "requirements"]
+    assert steps == ["uv pip install -r requirements.txt"], steps
+
+
 def test_requirement_files_uv_reads_stay_as_they_are(tmp_path):
     project(tmp_path, ">=3.8")
     (tmp_path / "requirements.txt").write_text("-e .[tests]\n--editable=./lib\n-r reqs/dev.txt\n-c c.txt\n"

@@ -29,6 +29,9 @@ INSTALL = "uv pip install"
 # builds C++ TOML parsers that fail on a stock machine), profilers, fuzzers, type checkers.
 NOT_FOR_TESTS = re.compile(r"doc|lint|bench|profil|fuzz|mypy|typing|typecheck", re.I)
 TESTISH = re.compile(r"(^|[-_])(test|tests|testing|dev|develop|check)($|[-_])", re.I)
+# A requirement file of the oldest supported versions, for a CI job that checks them (nibabel's
+# min-requirements.txt pins numpy==1.20, which builds from source on a current Python): not for the tests' setup.
+MINIMUM_VERSIONS = re.compile(r"(^|[-_.])(min|minimum|minimal|oldest|lowest)([-_.]|$)", re.I)
 # A Python version in a requirement file's name: requirements-2.7.txt, requirements_py27.txt, reqs-py3.txt
 _FILE_PYTHON = re.compile(r"(?:^|[-_.])(?:py(?:thon)?-?(\d)\.?(\d{1,2})?|(\d)\.(\d{1,2}))(?=[-_.]|$)", re.I)
 # When each interpreter line was released: a project released long before it likely never ran on it.
@@ -286,7 +289,8 @@ def plan(ev: Evidence, cand: Candidate) -> Recipe:
     req_files = [f for f in ev.of("requirements_file") if isinstance(f.value, dict)
                  and f.value.get("role", "requirements") == "requirements"
                  and not NOT_FOR_TESTS.search(f.value.get("path", ""))
-                 and not for_another_python(f.value.get("path", ""), interp.version)]
+                 and not for_another_python(f.value.get("path", ""), interp.version)
+                 and not MINIMUM_VERSIONS.search(f.value.get("path", "").rsplit("/", 1)[-1])]
     top = [f for f in req_files if "/" not in f.value["path"]] or req_files  # included files come along via -r
     rewrites = {f.value["path"]: f.value for f in ev.of("requirements_rewrite") if isinstance(f.value, dict)}
     for f in top:
