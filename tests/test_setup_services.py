@@ -92,6 +92,24 @@ def test_github_services_settings_and_env_make_the_plan(tmp_path):
     assert f"> {services.START}" in r.steps[1].command and "\n" not in r.steps[1].command  # one line (Dockerfile RUN)
 
 
+def test_generic_db_variables_belong_to_the_files_only_database_service(tmp_path):
+    """django-model-utils' CI gives its test step DB_NAME/DB_USER/DB_PASSWORD/DB_HOST/DB_PORT beside a postgres
+    service: they are that service's (exported, host rewritten). With two kinds of database in the file, or
+    none, such names say nothing and are not exported."""
+    workflow = ("on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    services:\n{services}"
+                "    steps:\n      - run: tox\n        env:\n          DB_USER: postgres\n"
+                "          DB_PASSWORD: pw\n          DB_HOST: localhost\n          DB_PORT: 5432\n")
+    pg = "      postgres:\n        image: postgres:10\n        env:\n          POSTGRES_PASSWORD: pw\n"
+    my = "      mysql:\n        image: mysql:8\n"
+    base = {"pyproject.toml": '[project]\nname = "x"\nversion = "1"\n', "x/__init__.py": ""}
+    r = recipe(write(tmp_path / "one", {**base, ".github/workflows/ci.yml": workflow.format(services=pg)}))
+    assert r.env == {"DB_USER": "postgres", "DB_PASSWORD": "pw", "DB_HOST": "127.0.0.1", "DB_PORT": "5432"}
+    assert r.services[0]["users"] == [("postgres", "pw")]
+    for name, services_text in (("two", pg + my), ("none", "      cache:\n        image: redis:7\n")):
+        r = recipe(write(tmp_path / name, {**base, ".github/workflows/ci.yml": workflow.format(services=services_text)}))
+        assert not any(k.startswith("DB_") for k in r.env), (name, r.env)
+
+
 def test_defaults_and_trust_when_no_password(tmp_path):
     root = write(tmp_path, {"setup.py": "from setuptools import setup\nsetup(name='x')\n", "x.py": "",
                             ".travis.yml": "language: python\nservices:\n  - postgresql\n  - redis-server\n"})

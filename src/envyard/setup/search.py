@@ -114,6 +114,19 @@ class Branch:
     sandboxes: set = field(default_factory=set)  # every sandbox the branch has open (its workspace, a base build)
     scan: dict = field(default_factory=dict)  # the last L2 scan: missing (count), modules, imports, files, entries
     completion: dict = field(default_factory=dict)  # what the completeness pass did (complete.py), when it ran
+    # L4 with a good pass ratio reached, before the optional completeness pass: the branch has won
+    won: bool = False
+    in_pass: bool = False  # in the completeness pass, which the search's time limit may stop (not the branch)
+    pass_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def stop_pass(self) -> bool:
+        """Stop the completeness pass this branch is in (it rolls back and the branch goes on with what it had);
+        False when the branch is not in it."""
+        with self.pass_lock:
+            if not self.in_pass or self.ws is None:
+                return False
+            self.ws.interrupt()
+            return True
 
     @property
     def level(self) -> int:
@@ -138,6 +151,10 @@ class Cancelled(Exception):
     """The search no longer needs this branch."""
 
 
+class Stopped(Exception):
+    """The optional work a branch was doing (the completeness pass) was stopped; the branch goes on."""
+
+
 class Workspace:
     """A branch's sandbox, with transactions: `begin` snapshots, `rollback` reopens from that snapshot."""
 
@@ -148,6 +165,7 @@ class Workspace:
         self.snapshots: list[Image] = []
         self.sb: Sandbox | None = None
         self._lock = threading.Lock()
+        self.interrupted = threading.Event()  # the work in progress was stopped: commands raise Stopped until rollback
         self._open(image)
 
     def _open(self, image: Image) -> None:
@@ -160,12 +178,18 @@ class Workspace:
     def sh(self, command: str, cwd: str, timeout: float):
         if self.cancel.is_set():
             raise Cancelled()
+        if self.interrupted.is_set():
+            raise Stopped()
         try:
             r = self.sb.exec(command, cwd=cwd, env=self.env, timeout=timeout, max_output=400_000)
         except EnvyardError:
             if self.cancel.is_set():
                 raise Cancelled() from None
+            if self.interrupted.is_set():
+                raise Stopped() from None
             raise
+        if self.interrupted.is_set():  # killed half-way: its result means nothing
+            raise Stopped()
         self.log.append(f"$ {command}\n{r.stdout}{r.stderr}[exit {r.exit_code}{', timed out' if r.timed_out else ''}, "
                         f"{r.duration:.1f}s]\n")
         return r
@@ -181,7 +205,14 @@ class Workspace:
 
     def rollback(self, snap: Image) -> None:
         self.kill()
+        self.interrupted.clear()
         self._open(snap)
+
+    def interrupt(self) -> None:
+        """Stop the command running now, from another thread, without cancelling the branch: it (and every
+        command after it) raises Stopped until `rollback` reopens the sandbox from a snapshot."""
+        self.interrupted.set()
+        self.kill()
 
     def kill(self) -> None:
         """Close the sandbox; from another thread this stops whatever runs now (the branch sees Cancelled)."""
@@ -254,7 +285,15 @@ class Search:
                     out_of_time = settled = True
                     queue.clear()
                     for other in running.values():
-                        self._cancel(other, f"the search's time limit ({self.time_limit:.0f}s) passed")
+                        if not other.stop_pass():  # a branch in its completeness pass keeps what it had before
+                            self._cancel(other, f"the search's time limit ({self.time_limit:.0f}s) passed")
+                early = next((b for b in running.values() if b.won and b.state == "running"), None)
+                if winner is None and early is not None:  # L4 reached, only the optional pass left: it has won
+                    settled = True
+                    queue.clear()
+                    for other in running.values():
+                        if other is not early and other.state == "running":
+                            self._cancel(other, f"branch {early.id} won (L4, pass ratio {early.pass_ratio:.2f})")
                 while not settled and queue and len(running) < self.jobs and len(self.branches) < MAX_BRANCHES:
                     if queue[0].cand.fallback and running:
                         break  # fallbacks wait until the better-ranked branches have failed
@@ -407,6 +446,7 @@ class Search:
                 b.levels.append(self._fixing_level(b, ws, recipe, 3, "tests collected", "collect", self._collect))
                 if b.levels[-1].ok:
                     b.levels.append(self._run_tests(b, ws, recipe))
+                b.won = b.good  # the search need not wait for the optional pass below to stop the other branches
                 if self.complete and b.scan.get("missing") and not b.bug:
                     self._complete(b, ws, recipe)
                 b.integrity = self._integrity(b, ws)
@@ -659,11 +699,30 @@ class Search:
         code imports, scan and run the tests again, and keep it only when fewer imports are missing and the
         tests are no worse; otherwise roll back to the snapshot before it."""
         t = time.monotonic()
-        before = (b.level, b.pass_ratio, b.scan["missing"])
         saved = (copy.deepcopy(recipe), list(b.levels), dict(b.tests), b.collected, dict(b.connection),
                  list(b.repairs), dict(b.guessed), dict(b.scan))
+        before = (b.level, b.pass_ratio, b.scan["missing"])
         self._say(b, "completeness pass")
         snap = ws.begin()
+        with b.pass_lock:
+            b.in_pass = True
+        try:
+            self._complete_pass(b, ws, recipe, t, before, saved, snap)
+        except Exception:  # noqa: BLE001 - once interrupted, whatever failed did so because its sandbox was killed
+            if not ws.interrupted.is_set():
+                raise
+        finally:
+            with b.pass_lock:  # from here on, the time limit cancels the branch instead of stopping the pass
+                b.in_pass = False
+        if ws.interrupted.is_set():  # the search's time limit passed: back to what the branch had before the pass
+            self._restore(b, recipe, saved)
+            ws.rollback(snap)
+            b.completion = {"ran": True, "kept": False, "installed": [], "mapped": {}, "not_installed": [],
+                            "missing_before": before[2], "missing_after": before[2],
+                            "detail": "stopped: the search's time limit passed", "seconds": round(time.monotonic() - t, 1)}
+
+    def _complete_pass(self, b: Branch, ws: Workspace, recipe: Recipe, t: float, before: tuple, saved: tuple,
+                       snap: Image) -> None:
         done: list[str] = []
         failed: list[str] = []
         r = ws.sh(complete.FREEZE_STEP, self.workdir, 300)

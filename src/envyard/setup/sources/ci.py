@@ -23,6 +23,10 @@ _FEED_SQL = re.compile(r"^(?:sudo\s+(?:-u\s+\S+\s+)?)?(?P<client>mysql|mariadb|p
                        r"(?:(?:-f\s*|--file[= ])(?P<file>[\w./-]+\.sql)[^<>|;&`$]*"
                        r"|<\s*(?P<redirect>[\w./-]+\.sql))\s*$")
 _ENV_KEYS = {"env", "environment", "variables", "global"}
+# Variables whose name says "the database" without saying which (django-model-utils' CI gives its tests
+# DB_NAME/DB_USER/DB_PASSWORD/DB_HOST/DB_PORT): they point at the one database service the same file runs.
+_GENERIC_DB_ENV = re.compile(r"^(?:DB|DATABASE|TEST_DB|TEST_DATABASE)_(?:NAME|USER|USERNAME|PASSWORD|PASS|HOST|PORT)$")
+_DATABASES = ("postgres", "mysql")
 
 
 def ci_files(sink: Sink) -> list[tuple[str, str]]:
@@ -59,8 +63,10 @@ def _documents(sink: Sink, rel: str) -> list:
 
 def read_ci(sink: Sink) -> None:
     for rel, system in ci_files(sink):
+        walker = _Walker(sink, rel, system)
         for doc in _documents(sink, rel):
-            _Walker(sink, rel, system).walk(doc, ())
+            walker.walk(doc, ())
+        walker.generic_database_env()
 
 
 def read_compose(sink: Sink) -> None:
@@ -74,6 +80,17 @@ def read_compose(sink: Sink) -> None:
 class _Walker:
     def __init__(self, sink: Sink, rel: str, system: str):
         self.sink, self.rel, self.system = sink, rel, system
+        self.databases: set[str] = set()  # the database services this file runs
+        self.generic: list[tuple[str, str, int | None]] = []  # DB_HOST=... variables of this file
+
+    def generic_database_env(self) -> None:
+        """DB_* variables are the one database service's when the file runs exactly one kind of database."""
+        if len(self.databases) != 1:
+            return
+        service = next(iter(self.databases))
+        for name, value, line in self.generic:
+            self.sink.add("service_env", {"service": service, "name": name, "value": value}, self.rel, line,
+                          f"{self.system}.env (the file's only database service)")
 
     def walk(self, node, path: tuple[str, ...]) -> None:
         if isinstance(node, list):
@@ -189,6 +206,8 @@ class _Walker:
         value = {"name": service}
         if image:
             value["image"] = str(image)
+        if service in _DATABASES:
+            self.databases.add(service)
         self.sink.add("service", value, self.rel, getattr(where, "line", None), f"{self.system}.services")
         return service
 
@@ -225,7 +244,10 @@ class _Walker:
                 elif isinstance(item, (dict, list)):
                     self.env(item)
         for name, v, line in pairs:
-            record_env(self.sink, name, v, self.rel, line, f"{self.system}.env")
+            if _GENERIC_DB_ENV.match(name) and v is not None:
+                self.generic.append((name, v, line))
+            else:
+                record_env(self.sink, name, v, self.rel, line, f"{self.system}.env")
 
     def image(self, value) -> None:
         if isinstance(value, dict):
