@@ -59,11 +59,14 @@ def category_table(projects: list[dict]) -> str:
 
 def merged(paths: list[str]) -> list[dict]:
     """The projects of all files, a later file's entry replacing an earlier one of the same name; each tagged
-    with the (1-based) number of the file it comes from."""
+    with the (1-based) number of the file it comes from. A later run made with --skip-baseline keeps the
+    earlier run's baseline (the baseline does not depend on envyard's code)."""
     rows: dict[str, dict] = {}
     for i, path in enumerate(paths, 1):
         for p in json.load(open(path))["projects"]:
-            rows[p["name"]] = {**p, "run": i}
+            skipped = (p.get("baseline") or {}).get("reason") == "skipped"
+            earlier = rows.get(p["name"], {}).get("baseline")
+            rows[p["name"]] = {**p, "run": i, **({"baseline": earlier} if skipped and earlier else {})}
     return list(rows.values())
 
 
