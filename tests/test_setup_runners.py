@@ -100,6 +100,22 @@ def test_tests_whose_server_refuses_root_run_as_an_ordinary_user(home, tmp_path)
     assert "setpriv --reuid=65534" in setup_sh and "chown -R nobody:nogroup ." in setup_sh
 
 
+def test_running_the_tests_as_an_ordinary_user_is_rolled_back_when_it_does_worse(home, tmp_path):
+    """The same refusal, but most of this suite needs root (it writes under /etc): as nobody the pass ratio
+    drops, so the repair is rolled back and the contract runs the tests as root."""
+    import shutil
+    src = tmp_path / "rootless_server"
+    shutil.copytree(REPOS / "rootless_server", src)
+    (src / "tests" / "test_needs_root.py").write_text("".join(
+        f"def test_writes_etc_{i}():\n    open('/etc/minipg-{i}.conf', 'w').write('x')\n\n\n" for i in range(4)))
+    out = tmp_path / "contract"
+    r = setup_cli(home, src, "--name", "t/needsroot", "--python", "3.11", "--out", out, "--json")
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["pass_ratio"] == 5 / 7, (data["pass_ratio"], data["reason"])
+    assert not any("refused to run as root" in rep for rep in data["repairs"]), data["repairs"]
+    assert "as-test-user" not in (out / "test.sh").read_text() and "setpriv" not in (out / "setup.sh").read_text()
+
+
 def test_the_projects_runner_replaces_pytests_discovery_when_that_fails_most_tests(home, tmp_path):
     """testscenarios' layout: the Makefile runs `python -m testtools.run tests.test_scenarios`, whose load_tests
     runs each case once per scenario; pytest ignores load_tests and collects the cases unset (2 of 3 fail).

@@ -699,9 +699,9 @@ class Search:
         code imports, scan and run the tests again, and keep it only when fewer imports are missing and the
         tests are no worse; otherwise roll back to the snapshot before it."""
         t = time.monotonic()
+        before = (b.level, b.pass_ratio, b.scan["missing"])
         saved = (copy.deepcopy(recipe), list(b.levels), dict(b.tests), b.collected, dict(b.connection),
                  list(b.repairs), dict(b.guessed), dict(b.scan))
-        before = (b.level, b.pass_ratio, b.scan["missing"])
         self._say(b, "completeness pass")
         snap = ws.begin()
         with b.pass_lock:
@@ -719,7 +719,8 @@ class Search:
             ws.rollback(snap)
             b.completion = {"ran": True, "kept": False, "installed": [], "mapped": {}, "not_installed": [],
                             "missing_before": before[2], "missing_after": before[2],
-                            "detail": "stopped: the search's time limit passed", "seconds": round(time.monotonic() - t, 1)}
+                            "detail": "stopped: the search's time limit passed",
+                            "seconds": round(time.monotonic() - t, 1)}
 
     def _complete_pass(self, b: Branch, ws: Workspace, recipe: Recipe, t: float, before: tuple, saved: tuple,
                        snap: Image) -> None:
@@ -960,31 +961,37 @@ class Search:
             again.seconds += level.seconds
             level = again
         level = self._own_runner_if_pytest_disagrees(b, ws, recipe, level)
-        if self._as_test_user(b, ws, recipe):
-            again = self._test_run(b, ws, recipe, rerun=True)
-            again.seconds += level.seconds
-            level = again
-        return level
+        return self._as_test_user(b, ws, recipe, level)
 
-    def _as_test_user(self, b: Branch, ws: Workspace, recipe: Recipe) -> bool:
-        """The tests started a server that refuses to run as root (testing.postgresql's initdb): from now on they
-        run as an ordinary user (testuser.py), as a repair the contract keeps. True when the tests should run
-        again (once: they then run as that user)."""
+    def _as_test_user(self, b: Branch, ws: Workspace, recipe: Recipe, level: LevelResult) -> LevelResult:
+        """The tests started a server that refuses to run as root (testing.postgresql's initdb): they run again
+        as an ordinary user (testuser.py), in a transaction kept, as a repair the contract keeps, only when
+        they do better than before."""
         if not b.root_refusal or testuser.WRAPPER in recipe.test_command:
-            return False
+            return level
+        why = b.root_refusal
+        before = (level.ok, b.pass_ratio or 0.0)
+        saved = (copy.deepcopy(recipe), dict(b.tests), dict(b.connection))
         self._say(b, "the tests start a server that refuses root: running them as an ordinary user")
+        snap = ws.begin()
         s = testuser.step(os.path.relpath(self.upload[1], self.workdir))
         r = ws.sh(s.command, self.workdir, self.step_timeout)
-        if r.exit_code != 0:
-            b.log.append(f"could not set up the test user: exit {r.exit_code}: {(r.stdout + r.stderr)[-300:]}")
-            return False
-        ws.sh(f"rm -f {JUNIT}", "/", 30)  # root's report from the run before: the test user could not replace it
-        recipe.steps.append(s)
-        recipe.test_command, recipe.test_collect = testuser.wrap(recipe.test_command), testuser.wrap(recipe.test_collect)
-        b.repairs.append(f"a server the tests start refused to run as root ({b.root_refusal!r}): the tests run as "
-                         f"{testuser.USER}, and again")
-        b.root_refusal = ""
-        return True
+        if r.exit_code == 0:
+            ws.sh(f"rm -f {JUNIT}", "/", 30)  # root's report from the run before: the test user cannot replace it
+            recipe.steps.append(s)
+            recipe.test_command = testuser.wrap(recipe.test_command)
+            recipe.test_collect = testuser.wrap(recipe.test_collect)
+            again = self._test_run(b, ws, recipe, rerun=True)
+            if again.ok and (not before[0] or (b.pass_ratio or 0.0) > before[1]):
+                b.repairs.append(f"a server the tests start refused to run as root ({why!r}): the tests run as "
+                                 f"{testuser.USER}, and again")
+                again.seconds += level.seconds
+                return again
+        b.log.append(f"running the tests as {testuser.USER} did not help (set-up exit {r.exit_code}): rolled back\n")
+        recipe.__dict__.update(saved[0].__dict__)
+        b.tests, b.connection, b.root_refusal = saved[1], saved[2], ""
+        ws.rollback(snap)
+        return level
 
     def _own_runner_if_pytest_disagrees(self, b: Branch, ws: Workspace, recipe: Recipe,
                                         level: LevelResult) -> LevelResult:
