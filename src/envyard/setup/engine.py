@@ -407,8 +407,8 @@ def dockerfile(result: SetupResult) -> str:
     runs += f"RUN {pins.EXACT}\n" if r.pins else ""
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in ({**ENV, **pinned_env(r)}).items() if k != "PATH")
     start = f"{services.START} && " if r.services else ""  # services do not outlive a RUN: started with the tests
-    into = (f"# the Python project is a subdirectory of the repository\nWORKDIR {WORK_ROOT}/project/{result.project_dir}\n"
-            if result.project_dir else "")
+    into = (f"# the Python project is a subdirectory of the repository\n"
+            f"WORKDIR {WORK_ROOT}/project/{result.project_dir}\n" if result.project_dir else "")
     return ("# written by `envyard setup`; build from the repository's root: docker build -f PATH/TO/Dockerfile .\n"
             f"{origin}FROM {interp.docker_base()}\n"
             "RUN apt-get update && apt-get install -y --no-install-recommends "
