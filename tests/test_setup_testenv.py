@@ -53,6 +53,9 @@ def test_env_reads_every_spelling_and_no_writes():
     ("TEST_DSN", None, None, "url"),                                   # no kind: nothing
     ("PSYCOPG2_TEST_GREEN", None, "postgres", None),                   # a kind but no role: not a location
     ("SERVICE_NAME", None, None, None),
+    ("DJANGO_DATABASE_HOST_POSTGRES", "", "postgres", "host"),          # django-reversion: the service named last
+    ("DJANGO_DATABASE_NAME_MYSQL", "test_project", "mysql", "db"),
+    ("DJANGO_DATABASE_ENGINE_MYSQL", None, "mysql", None),
 ])
 def test_kind_and_role(name, default, kind, role):
     assert kind_of(name, default) == kind and role_of(name) == role

@@ -90,12 +90,18 @@ def role_of(name: str) -> str | None:
     if upper in _PG:
         return _PG[upper]
     words = [w for w in upper.split("_") if w]
+    if len(words) > 1 and re.sub(r"\d+", "", words[-1]) in _TOKENS():
+        words = words[:-1]  # the service named last: DJANGO_DATABASE_HOST_POSTGRES (django-reversion's settings)
     if not words:
         return None
     role = ROLES.get(words[-1])
     if words[-1] == "NAME" and (len(words) < 2 or words[-2] not in ("DB", "DATABASE")):
         return None  # SERVICE_NAME, TEST_NAME: not a database's name
     return role
+
+
+def _TOKENS() -> set[str]:
+    return {t for entry in services().values() for t in entry.get("tokens", [])}
 
 
 def kind_of(name: str, default: str | None) -> str | None:
