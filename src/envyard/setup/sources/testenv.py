@@ -90,7 +90,7 @@ def role_of(name: str) -> str | None:
     if upper in _PG:
         return _PG[upper]
     words = [w for w in upper.split("_") if w]
-    if len(words) > 1 and re.sub(r"\d+", "", words[-1]) in _TOKENS():
+    if len(words) > 1 and re.sub(r"\d+", "", words[-1]) in _service_tokens():
         words = words[:-1]  # the service named last: DJANGO_DATABASE_HOST_POSTGRES (django-reversion's settings)
     if not words:
         return None
@@ -100,7 +100,7 @@ def role_of(name: str) -> str | None:
     return role
 
 
-def _TOKENS() -> set[str]:
+def _service_tokens() -> set[str]:
     return {t for entry in services().values() for t in entry.get("tokens", [])}
 
 
