@@ -16,16 +16,10 @@ from envyard.setup import subproject
 from envyard.setup.evidence import gather
 
 from test_setup_runners import REPOS, setup_cli
+from test_setup_services import write
 
 SETUP_PY = "from setuptools import setup\nsetup(name='x')\n"
 PYPROJECT = "[project]\nname = 'x'\nversion = '1'\n"
-
-
-def write(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    return root
 
 
 def test_the_subdirectory_with_packaging_and_the_most_tests_is_the_project():
