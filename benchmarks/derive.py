@@ -19,9 +19,12 @@ With --total-budget SECONDS the run has one time budget instead of a count per i
 image's baseline and give the images with the cheapest tasks (measured cost per kept task) the most time and the
 largest n, never an image that kept nothing, ran out of candidates, or costs 6x the cheapest per task. Round 1
 tries every image even when that takes longer than the budget (each image's baseline is paid there: on 20
-images at load ~7 round 1 alone took ~3,200 s). Tasks go to OUT/guided/IMAGE/rN/. Started in the background
-from a script, the process ignores SIGINT (the shell's doing): stop it between images, or with SIGTERM while a
-baseline runs (derive's own clean-up then does not run).
+images at load ~7 round 1 alone took ~3,200 s). --parallel-images images are derived at once (default 2: a
+baseline keeps only one core busy), and the wall time reported is the elapsed time. Tasks go to
+OUT/guided/IMAGE/rN/. Started in the background from a script, the process ignores SIGINT (the shell's doing):
+stop it between images, or with SIGTERM while a baseline runs (derive's own clean-up then does not run).
+After the run, --check tasks per image go through `envyard task check` and `envyard rollout` (oracle, noop), and
+--harbor tasks per image through Harbor itself (its venv from scripts/install.sh --test).
 
 The store is only read (derived snapshots are written and removed); tasks go to --out. JSON to --json
 (default benchmarks/results/derive.json).
@@ -30,6 +33,7 @@ The store is only read (derived snapshots are written and removed); tasks go to 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures as cf
 import datetime as dt
 import json
 import os
@@ -108,6 +112,42 @@ def check_sample(home: str, out: Path, k: int) -> dict:
     return res
 
 
+HARBOR_VENV = Path(os.environ.get("ENVYARD_HARBOR_VENV", "/var/tmp/envyard-harbor-venv"))  # scripts/install.sh --test
+
+
+def harbor_sample(home: str, tasks: list[Path], work: Path) -> dict:
+    """Harbor itself (its venv, with envyard's Harbor environment) runs the oracle and nop agents on `tasks`:
+    task name → reward per agent, as Harbor's result.json files give them."""
+    harbor = HARBOR_VENV / "bin" / "harbor"
+    if not harbor.exists():
+        return {"skipped": f"no Harbor venv at {HARBOR_VENV} (scripts/install.sh --test makes it)"}
+    if work.exists():
+        shutil.rmtree(work)
+    dataset = work / "dataset"
+    dataset.mkdir(parents=True)
+    for t in tasks:
+        shutil.copytree(t, dataset / t.name)
+    env = {**os.environ, "PYTHONPATH": str(SRC), "ENVYARD_HOME": home,
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}  # no fetch of LiteLLM's price list
+    res: dict = {"tasks": len(tasks)}
+    for agent in ("oracle", "nop"):
+        jobs = work / "jobs"
+        t = time.monotonic()
+        r = subprocess.run([harbor, "run", "-p", dataset, "-a", agent, "--env",
+                            "envyard.integrations.harbor:EnvyardEnvironment", "-o", jobs, "--job-name", agent,
+                            "-n", "2", "-y", "-q"], env=env, cwd=work, capture_output=True, text=True, timeout=3600)
+        rewards = {}
+        for result in (jobs / agent).glob("*/result.json"):
+            data = json.loads(result.read_text())
+            rewards[data["task_name"]] = ((data.get("verifier_result") or {}).get("rewards") or {}).get("reward")
+        res[agent] = rewards
+        res[f"{agent}_exit"] = r.returncode
+        res[f"{agent}_s"] = round(time.monotonic() - t, 1)
+        if r.returncode != 0:
+            res[f"{agent}_output"] = (r.stdout + r.stderr)[-1000:]
+    return res
+
+
 # --total-budget: round 1 tries every image with a few candidates; later rounds give each image a slice of time
 # in proportion to how cheap its tasks were (cost per kept task, the baseline not counted: it is paid once)
 FIRST_N = 3  # tasks asked of every image in round 1
@@ -177,24 +217,31 @@ def run_budget(yard, images: list[str], out_root: Path, args) -> list[dict]:
 
     # round 1: every image gets a chance: a third of the budget shared out (at least 30 s, at most 2 × SLICE of
     # candidates each, the baseline not counted)
-    first_budget = min(2 * SLICE, max(30.0, 0.35 * args.total_budget / max(1, len(images))))
-    for k, image in enumerate(images):
+    first_budget = min(2 * SLICE, max(30.0, 0.35 * args.total_budget * args.parallel_images / max(1, len(images))))
+
+    def first(k, image):
         left = args.total_budget - (time.monotonic() - start)
         console.print(f"[{k + 1}/{len(images)}] round 1: {image} ({left:.0f}s of the budget left)")
         one(image, 1, args.n or FIRST_N, first_budget)
-    rnd = 1
-    while True:
-        rnd += 1
-        plan = plan_round(stats, args.total_budget - (time.monotonic() - start))
-        if not plan:
-            break
-        for image, n, budget in plan:
-            left = args.total_budget - (time.monotonic() - start)
-            if left <= 0:
-                break
+
+    def later(rnd, image, n, budget):
+        left = args.total_budget - (time.monotonic() - start)
+        if left > 0:
             one(image, rnd, n, min(budget, left))
-        if args.total_budget - (time.monotonic() - start) <= 0:
-            break
+
+    # --parallel-images images at a time: an image's baseline is one test run on one core, so with a single
+    # image in flight the other core would idle through every baseline and every round's tail
+    with cf.ThreadPoolExecutor(max_workers=args.parallel_images) as pool:
+        for f in [pool.submit(first, k, image) for k, image in enumerate(images)]:
+            f.result()
+        rnd = 1
+        while args.total_budget - (time.monotonic() - start) > 0:
+            rnd += 1
+            plan = plan_round(stats, args.total_budget - (time.monotonic() - start))
+            if not plan:
+                break
+            for f in [pool.submit(later, rnd, image, n, budget) for image, n, budget in plan]:
+                f.result()
     return [merge_rounds(reports[i]) for i in images if reports[i]]
 
 
@@ -249,8 +296,11 @@ def main() -> None:
     ap.add_argument("--kinds", default="bug", help="comma-separated kinds to derive (bug, env, commit)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--parallel-images", type=int, default=2, help="with --total-budget: images derived at once")
     ap.add_argument("--compare", type=int, default=3, help="images also derived naively, side by side")
     ap.add_argument("--check", type=int, default=1, help="tasks per image run through task check and rollouts")
+    ap.add_argument("--harbor", type=int, default=1, help="tasks per image run through Harbor itself (oracle and "
+                    "nop agents; needs the Harbor venv of scripts/install.sh --test); 0: none")
     ap.add_argument("--out", default="/var/tmp/envyard-derive-bench-out")
     ap.add_argument("--budget", type=float, default=600, help="seconds per image after which no new candidate "
                     "starts (those in flight finish)")
@@ -288,8 +338,9 @@ def main() -> None:
             sys.exit(f"no verified setup images in {args.home}")
         console.print(f"{len(images)} verified setup images in {args.home}")
         if args.total_budget:
+            t = time.monotonic()
             runs = run_budget(yard, images, out_root, args)
-            wall = sum(r["wall_s"] for r in runs)
+            wall = time.monotonic() - t  # elapsed: with images in parallel, less than the sum of their times
             return report(args, runs, wall, [], 0.0, [], out_root)
         args.n = args.n or 5
         runs = []
@@ -334,6 +385,16 @@ def report(args, runs, wall, naive_runs, naive_wall, compared, out_root) -> None
             out = out_root / "guided" / r["image"].replace("/", "_").replace(":", "_")
             checks[r["image"]] = check_sample(args.home, out, args.check)
 
+    harbor = {}
+    if args.harbor:  # the first --harbor tasks of each image, through Harbor itself
+        sample = []
+        for r in runs:
+            out = out_root / "guided" / r["image"].replace("/", "_").replace(":", "_")
+            sample += sorted(p.parent for p in out.glob("**/task.toml"))[:args.harbor]
+        if sample:
+            console.print(f"Harbor: oracle and nop on {len(sample)} tasks …")
+            harbor = harbor_sample(args.home, sample, out_root / "harbor")
+
     guided_same = [r for r in runs if r["image"] in compared]
     result = {
         "machine": {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -341,12 +402,13 @@ def report(args, runs, wall, naive_runs, naive_wall, compared, out_root) -> None
                     "python": platform.python_version(), "envyard": envyard.__version__,
                     "loadavg_end": os.getloadavg()},
         "params": {"n": args.n, "seed": args.seed, "workers": args.workers, "kinds": args.kinds.split(","),
-                   "total_budget": args.total_budget},
+                   "total_budget": args.total_budget, "parallel_images": args.parallel_images},
         "summary": summarize(runs, wall),
         "compare": {"images": compared,
                     "guided": summarize(guided_same, sum(r["wall_s"] for r in guided_same)),
                     "naive": summarize(naive_runs, naive_wall)},
         "checks": checks,
+        "harbor": harbor,
         "runs": [{k: v for k, v in r.items() if k != "dropped_candidates"} for r in runs],
         "naive_runs": [{k: v for k, v in r.items() if k not in ("dropped_candidates", "tasks")} for r in naive_runs],
     }
@@ -367,6 +429,13 @@ def report(args, runs, wall, naive_runs, naive_wall, compared, out_root) -> None
               f"{s['tasks_per_hour']} tasks/hour; kept {s['kept_share']} of candidates; validation "
               f"{s['validation_s_per_task_median']} s/task (median); difficulty {s['difficulty']}; "
               f"dropped {s['dropped_by_reason']}")
+    if harbor.get("tasks"):
+        for agent in ("oracle", "nop"):
+            got = list(harbor.get(agent, {}).values())
+            out.print(f"Harbor {agent}: {len(got)} of {harbor['tasks']} trials, rewards {dict(Counter(got))}"
+                      f" (harbor exit {harbor.get(agent + '_exit')}, {harbor.get(agent + '_s')} s)")
+    elif harbor:
+        out.print(f"Harbor: {harbor.get('skipped')}")
     if not compared:
         console.print(f"JSON: {args.json}")
         return

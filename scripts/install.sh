@@ -10,7 +10,8 @@
 #                               /usr/local/bin. The interpreter used is written to .envyard-python.
 #   scripts/install.sh --test   plus the test tools (the `test` extra: pytest, ray for tests/test_ray.py's
 #                               local two-node cluster, ...), docker-registry (the CNCF distribution registry: the
-#                               image tests run one on loopback), and (when a Python >= 3.12 is on the machine) a
+#                               image tests run one on loopback), docker.io (the Docker backend's tests start their
+#                               own dockerd), and (when a Python >= 3.12 is on the machine) a
 #                               venv with Harbor and envyard for tests/test_harbor_integration.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,7 @@ command -v unshare >/dev/null || need_apt+=(util-linux)   # the sandboxes' user 
 command -v slirp4netns >/dev/null || need_apt+=(slirp4netns)   # pod networks with internet access
 if [[ "${1:-}" == "--test" ]]; then
     command -v docker-registry >/dev/null || need_apt+=(docker-registry)
+    command -v dockerd >/dev/null || need_apt+=(docker.io)   # the Docker backend's tests start a private dockerd
 fi
 if ((${#need_apt[@]})); then
     echo "installing system packages: ${need_apt[*]}"

@@ -6,6 +6,7 @@ external layer, which this store never deletes), so every test starts from a col
 
 from __future__ import annotations
 
+import dataclasses
 import http.server
 import importlib.util
 import io
@@ -237,6 +238,28 @@ def test_cache_reruns_only_from_the_changed_step(byard, tmp_path):
     nocache = Events()
     build_image(byard, ctx, tag="test/cache:3", no_cache=True, on_progress=nocache)
     assert len(nocache.ran()) == 4
+
+
+def test_cache_entries_over_a_setup_image_do_not_pass_for_it(byard, tmp_path):
+    from envyard.derive.facts import setup_image
+    from envyard.errors import NotASetupImage
+
+    base = byard.image("debian:bookworm")
+    prov = {"provider": "setup", "verified": True, "status": "verified", "level": 4,
+            "test_runner": "pytest", "test_command": "python3 -m pytest"}
+    byard.store.put_image("test/verified:1", base.layers, dataclasses.replace(base.config, provenance=prov))
+    assert setup_image(byard, "test/verified:1").name == "test/verified:1"
+    ctx = write_dockerfile(tmp_path, "FROM test/verified:1\nRUN echo one > /one\nRUN echo two > /two\n")
+    cached = lambda: {i.name: i for i in byard.store.images() if i.name.startswith("buildcache/")}  # noqa: E731
+    before = cached()
+    built = build_image(byard, ctx, tag="test/over-verified:1")
+    assert built.config.provenance["provider"] == "build"
+    entries = [i for name, i in cached().items() if name not in before]
+    assert len(entries) == 2  # one per RUN
+    for entry in entries:  # a step's state is no verified environment: derive refuses it
+        assert entry.config.provenance == {"provider": "buildcache"}
+        with pytest.raises(NotASetupImage):
+            setup_image(byard, entry.name)
 
 
 def test_multistage_copy_from_and_target(byard, tmp_path):
