@@ -55,7 +55,6 @@ sys.path.insert(0, str(SRC))
 
 import envyard  # noqa: E402
 from envyard.derive.pipeline import Resume, derive  # noqa: E402
-from envyard.errors import EnvyardError  # noqa: E402
 
 console = Console(stderr=True)
 BASELINE_TIMEOUT = 240.0  # an image whose suite (or its traced run) takes longer is reported, not derived from
@@ -86,9 +85,9 @@ def run_one(yard, image: str, out: Path, *, n: int, seed: int, workers: int, gui
         report = derive(yard, image, kinds=list(kinds), n=n, seed=seed, out=out, workers=workers, guided=guided,
                         budget_s=budget, baseline_timeout=BASELINE_TIMEOUT, resume=resume)
         data = report.to_dict()
-    except (EnvyardError, OSError) as e:
-        data = {"image": image, "error": getattr(e, "message", str(e)), "kept": 0, "candidates": 0, "tasks": [], "dropped_candidates": [],
-                "wall_s": time.monotonic() - start}
+    except Exception as e:  # noqa: BLE001 — one image's failure is reported, it does not end the whole run
+        data = {"image": image, "error": getattr(e, "message", None) or f"{type(e).__name__}: {e}", "kept": 0,
+                "candidates": 0, "tasks": [], "dropped_candidates": [], "wall_s": time.monotonic() - start}
     data["mode"] = "guided" if guided else "naive"
     return data
 
@@ -288,6 +287,8 @@ def main() -> None:
     ap.add_argument("--images", help="comma-separated image names (default: every verified setup image)")
     ap.add_argument("--from-reports", action="store_true", help="summarize the per-image reports an interrupted "
                     "run left in --out instead of deriving")
+    ap.add_argument("--wall", type=float, default=0, help="with --from-reports: the run's elapsed seconds (default: "
+                    "from OUT/started to the last report; without that file, the sum of the images' times)")
     ap.add_argument("--skip", default="", help="comma-separated image names to leave out")
     ap.add_argument("--n", type=int, default=None, help="tasks per image (default 5; with --total-budget: "
                     f"tasks asked of each image in round 1, default {FIRST_N})")
@@ -326,12 +327,19 @@ def main() -> None:
             return found
         runs, naive_runs = load("guided"), load("naive")
         compared = [r["image"] for r in naive_runs]
-        wall = sum(r["wall_s"] for r in runs)
+        wall = sum(r["wall_s"] for r in runs)  # right when the images ran one after the other
+        started = out_root / "started"
+        if args.wall:
+            wall = args.wall
+        elif started.exists() and runs:  # elapsed: from the start to the last report written
+            last = max(p.stat().st_mtime for p in (out_root / "guided").glob("**/report.json"))
+            wall = last - float(started.read_text())
         naive_wall = sum(r["wall_s"] for r in naive_runs)
         return report(args, runs, wall, naive_runs, naive_wall, compared, out_root)
     if out_root.exists():
         shutil.rmtree(out_root)
     out_root.mkdir(parents=True)
+    (out_root / "started").write_text(f"{time.time()}\n")  # --from-reports measures the elapsed time from it
     with envyard.Yard(args.home) as yard:
         images = setup_images(yard, args.images.split(",") if args.images else None, args.skip.split(","))
         if not images:

@@ -85,6 +85,35 @@ def test_tests_annotations_and_main_guards_are_not_mutated():
     assert on_def and all(e.col == 25 for e in on_def)  # the default 3, not the 5 and 7 of the annotations
 
 
+def test_sources_are_parsed_one_thread_at_a_time(monkeypatch):
+    """CPython 3.11's AST constructor shares a recursion counter between threads (python/cpython#106905): two
+    derive runs in one process crashed the derive benchmark with a spurious SystemError. Parses are serialized."""
+    import threading
+    import time
+
+    real, guard = ast.parse, threading.Lock()
+    inside = most = 0
+
+    def slow_parse(text, *args, **kwargs):
+        nonlocal inside, most
+        with guard:
+            inside += 1
+            most = max(most, inside)
+        time.sleep(0.01)
+        with guard:
+            inside -= 1
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", slow_parse)
+    threads = [threading.Thread(target=bugs.sites, args=("m.py", "def f(a, b):\n    return a < b\n"))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most == 1
+
+
 def test_the_same_seed_gives_the_same_candidates_and_the_patches_invert():
     text = (FIXTURE / "src/minilib/numbers.py").read_text()
     facts = SourceFacts(image="x", workdir="/w", test_runner="pytest", test_command="python -m pytest", packages=("minilib",),

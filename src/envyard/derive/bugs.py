@@ -18,6 +18,7 @@ import difflib
 import hashlib
 import random
 import re
+import threading
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -223,10 +224,22 @@ def _skipped(tree) -> set[int]:
     return out
 
 
+_PARSE = threading.Lock()
+
+
+def parse(text: str) -> ast.Module:
+    """ast.parse, one thread at a time. CPython 3.11 keeps the AST constructor's recursion counter in state the
+    whole interpreter shares, and two threads building trees at once can throw it off: one of them fails with a
+    spurious `SystemError: AST constructor recursion depth mismatch` (python/cpython#106905). Two derive runs in
+    one process (the benchmark's images in parallel, a server) hit it; parsing is cheap next to a test run."""
+    with _PARSE:
+        return ast.parse(text)
+
+
 def sites(path: str, text: str) -> list[Edit]:
     """Every mutation of one module, checked: the result parses and differs from the original tree."""
     try:
-        tree = ast.parse(text)
+        tree = parse(text)
     except (SyntaxError, ValueError):
         return []
     skip = _skipped(tree)
@@ -246,7 +259,7 @@ def sites(path: str, text: str) -> list[Edit]:
 def _checked(src: Source, e: Edit, original_dump: str) -> str | None:
     new = src.apply(e)
     try:
-        if ast.dump(ast.parse(new)) == original_dump:
+        if ast.dump(parse(new)) == original_dump:
             return None
     except (SyntaxError, ValueError):
         return None
@@ -327,7 +340,7 @@ def candidates(facts: SourceFacts, rng: random.Random) -> Iterator[Mutation]:
     parsed: dict[str, tuple[Source, str]] = {}
     for path, e in all_sites:
         if path not in parsed:
-            parsed[path] = (Source(sources[path]), ast.dump(ast.parse(sources[path])))
+            parsed[path] = (Source(sources[path]), ast.dump(parse(sources[path])))
         src, dump = parsed[path]
         scope = scope_of(facts, path, e, coverage)
         if scope is None:
