@@ -44,7 +44,10 @@ def running_dockerd():
     log = open(DOCKER_ROOT / "dockerd.log", "wb")
     proc = subprocess.Popen(["dockerd", "--data-root", DOCKER_ROOT / "data", "--exec-root", DOCKER_ROOT / "exec",
                              "-H", DOCKER_HOST, "--pidfile", DOCKER_ROOT / "dockerd.pid",
-                             "--iptables=false", "--bridge=none"], stdout=log, stderr=log, start_new_session=True)
+                             # no bridge, no NAT, so no IP forwarding: dockerd would turn the host's on
+                             # (net.ipv4.ip_forward), which the attack tests' host check rightly reports
+                             "--iptables=false", "--bridge=none", "--ip-forward=false"],
+                            stdout=log, stderr=log, start_new_session=True)
     try:
         deadline = time.monotonic() + 30
         while docker("info", check=False).returncode != 0:

@@ -26,7 +26,7 @@ class Docker:
         self.proc = subprocess.Popen(
             ["dockerd", "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
              "--pidfile", str(root / "dockerd.pid"), "--host", f"unix://{self.sock}", "--bridge=none",
-             "--iptables=false", "--ip6tables=false"],
+             "--iptables=false", "--ip6tables=false", "--ip-forward=false"],  # leave the host's sysctl alone
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 30
         while self("info").returncode != 0:
