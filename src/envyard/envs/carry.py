@@ -14,7 +14,8 @@ itself or would stall it:
 - what the dynamic loader, interpreters and shells read as they start (`/etc/ld.so.preload`, a
   `python3X.zip` shadowing the standard library, profile and rc files), interpreter start-up hooks
   (`sitecustomize.py`, `usercustomize.py`), `.pth` files that run code (unless the image had the very same
-  file), and pytest plugins registered through entry points;
+  file), and pytest plugins registered through entry points (except those the image registers already in that
+  site directory: a plugin reinstalled at another version is a repair);
 - symlinks into the verifier's own directories (an answer file pointing at the expected answer);
 - new top-level entries of a carried directory named like a module the verifier imports (the standard
   library, the test runners, and outside site-packages the modules pytest imports as it starts): with the
@@ -258,22 +259,53 @@ def _has_pytest_section(name: str, full: str) -> bool:
     return any(line.strip().replace(" ", "").startswith(header) for line in text.splitlines())
 
 
-def _without_pytest_plugins(entry_points: str) -> bool:
-    """Remove a [pytest11] section (pytest's plugin auto-loading) from an entry_points.txt; True if found."""
+def _pytest_plugin_lines(text: str) -> list[tuple[str, str]]:
+    """(line, its normalized form) of each entry of an entry_points.txt's [pytest11] section."""
+    out, inside = [], False
+    for line in text.splitlines(keepends=True):
+        if line.strip().startswith("["):
+            inside = line.strip() == "[pytest11]"
+        elif inside and line.strip() and not line.lstrip().startswith(("#", ";")):
+            out.append((line, "".join(line.split())))
+    return out
+
+
+def _image_pytest_plugins(path: str, lowers: list[Path]) -> set[str]:
+    """The [pytest11] entries the image registers in the site directory of the entry_points.txt at `path`."""
+    site = os.path.dirname(os.path.dirname(path))
+    names = {e.name for layer in lowers if (layer / site.strip("/")).is_dir()
+             for e in os.scandir(layer / site.strip("/")) if e.name.endswith(".dist-info")}
+    found: set[str] = set()
+    for name in names:
+        image = _image_entry(f"{site}/{name}/entry_points.txt", lowers)
+        if image is not None and image.is_file():
+            found.update(norm for _, norm in _pytest_plugin_lines(image.read_text(errors="replace")))
+    return found
+
+
+def _without_pytest_plugins(entry_points: str, path: str, lowers: list[Path]) -> bool:
+    """Remove from an entry_points.txt the [pytest11] entries (pytest's plugin auto-loading) that the image does
+    not already register in that site directory: a distribution reinstalled at another version (a repair) keeps
+    its plugin, a new one is not loaded. True if anything was removed."""
     try:
         text = Path(entry_points).read_text(errors="replace")
     except OSError:
         return False
-    kept, skipping, found = [], False, False
+    if not _pytest_plugin_lines(text):
+        return False
+    allowed = _image_pytest_plugins(path, lowers)
+    kept, inside, removed = [], False, False
     for line in text.splitlines(keepends=True):
         if line.strip().startswith("["):
-            skipping = line.strip() == "[pytest11]"
-            found = found or skipping
-        if not skipping:
-            kept.append(line)
-    if found:
+            inside = line.strip() == "[pytest11]"
+        elif inside and line.strip() and not line.lstrip().startswith(("#", ";")) \
+                and "".join(line.split()) not in allowed:
+            removed = True
+            continue
+        kept.append(line)
+    if removed:
         Path(entry_points).write_text("".join(kept))
-    return found
+    return removed
 
 
 def filter_carried(layer: Path, lowers: list[Path], protected: list[str], result: Carried) -> None:
@@ -319,8 +351,9 @@ def _drop_reason(path: str, name: str, full: str, st: os.stat_result, rel_dir: s
         return "start-up hook"
     if name.endswith(".pth") and _runs_code(full) and not _same_content(path, full, lowers):
         return "start-up hook"
-    if name == "entry_points.txt" and not _same_content(path, full, lowers) and _without_pytest_plugins(full):
-        return None  # kept, without its pytest plugins
+    if name == "entry_points.txt" and not _same_content(path, full, lowers) \
+            and _without_pytest_plugins(full, path, lowers):
+        return None  # kept, without the pytest plugins the image does not register
     image = _image_entry(path, lowers)
     in_image = image is not None
     top = name.split(".", 1)[0]
