@@ -259,14 +259,14 @@ def _has_pytest_section(name: str, full: str) -> bool:
     return any(line.strip().replace(" ", "").startswith(header) for line in text.splitlines())
 
 
-def _pytest_plugin_lines(text: str) -> list[tuple[str, str]]:
-    """(line, its normalized form) of each entry of an entry_points.txt's [pytest11] section."""
-    out, inside = [], False
-    for line in text.splitlines(keepends=True):
+def _pytest_plugin_entries(lines: list[str]) -> dict[int, str]:
+    """Line index → normalized text (no whitespace) of each entry of an entry_points.txt's [pytest11] section."""
+    out, inside = {}, False
+    for i, line in enumerate(lines):
         if line.strip().startswith("["):
             inside = line.strip() == "[pytest11]"
         elif inside and line.strip() and not line.lstrip().startswith(("#", ";")):
-            out.append((line, "".join(line.split())))
+            out[i] = "".join(line.split())
     return out
 
 
@@ -279,7 +279,7 @@ def _image_pytest_plugins(path: str, lowers: list[Path]) -> set[str]:
     for name in names:
         image = _image_entry(f"{site}/{name}/entry_points.txt", lowers)
         if image is not None and image.is_file():
-            found.update(norm for _, norm in _pytest_plugin_lines(image.read_text(errors="replace")))
+            found.update(_pytest_plugin_entries(image.read_text(errors="replace").splitlines()).values())
     return found
 
 
@@ -288,24 +288,17 @@ def _without_pytest_plugins(entry_points: str, path: str, lowers: list[Path]) ->
     not already register in that site directory: a distribution reinstalled at another version (a repair) keeps
     its plugin, a new one is not loaded. True if anything was removed."""
     try:
-        text = Path(entry_points).read_text(errors="replace")
+        lines = Path(entry_points).read_text(errors="replace").splitlines(keepends=True)
     except OSError:
         return False
-    if not _pytest_plugin_lines(text):
+    entries = _pytest_plugin_entries(lines)
+    if not entries:
         return False
     allowed = _image_pytest_plugins(path, lowers)
-    kept, inside, removed = [], False, False
-    for line in text.splitlines(keepends=True):
-        if line.strip().startswith("["):
-            inside = line.strip() == "[pytest11]"
-        elif inside and line.strip() and not line.lstrip().startswith(("#", ";")) \
-                and "".join(line.split()) not in allowed:
-            removed = True
-            continue
-        kept.append(line)
-    if removed:
-        Path(entry_points).write_text("".join(kept))
-    return removed
+    drop = {i for i, entry in entries.items() if entry not in allowed}
+    if drop:
+        Path(entry_points).write_text("".join(line for i, line in enumerate(lines) if i not in drop))
+    return bool(drop)
 
 
 def filter_carried(layer: Path, lowers: list[Path], protected: list[str], result: Carried) -> None:
