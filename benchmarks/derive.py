@@ -73,6 +73,11 @@ def setup_images(yard, only: list[str] | None, skip: list[str] = ()) -> list[str
     return sorted(names)
 
 
+def image_dir(out_root: Path, mode: str, image: str) -> Path:
+    """Where one image's tasks (and per-round reports) go."""
+    return out_root / mode / image.replace("/", "_").replace(":", "_")
+
+
 def envyard_cli(home: str, *args, timeout=1800) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "envyard.cli.main", *map(str, args)], capture_output=True, text=True,
                           env={**os.environ, "ENVYARD_HOME": home, "PYTHONPATH": str(SRC)}, timeout=timeout)
@@ -201,7 +206,7 @@ def run_budget(yard, images: list[str], out_root: Path, args) -> list[dict]:
     stats: dict[str, dict] = {}
 
     def one(image, rnd, n, budget):
-        out = out_root / "guided" / image.replace("/", "_").replace(":", "_") / f"r{rnd}"
+        out = image_dir(out_root, "guided", image) / f"r{rnd}"
         r = run_one(yard, image, out, n=n, seed=args.seed, workers=args.workers, guided=True, budget=budget,
                     kinds=kinds, resume=resumes[image])
         reports[image].append(r)
@@ -366,7 +371,7 @@ def main() -> None:
                 break
             image = todo[0]
             done.add(image)
-            out = out_root / "guided" / image.replace("/", "_").replace(":", "_")
+            out = image_dir(out_root, "guided", image)
             console.print(f"[{len(done)}/{len(images)}] {image} …")
             r = run_one(yard, image, out, n=args.n, seed=args.seed, workers=args.workers, guided=True,
                         budget=args.budget, kinds=tuple(args.kinds.split(",")))
@@ -377,7 +382,7 @@ def main() -> None:
         naive_runs, naive_wall = [], 0.0
         compared = [r["image"] for r in runs if r["kept"]][: args.compare]
         for image in compared:
-            out = out_root / "naive" / image.replace("/", "_").replace(":", "_")
+            out = image_dir(out_root, "naive", image)
             t = time.monotonic()
             console.print(f"naive: {image} …")
             naive_runs.append(run_one(yard, image, out, n=args.n, seed=args.seed, workers=args.workers, guided=False,
@@ -390,14 +395,14 @@ def report(args, runs, wall, naive_runs, naive_wall, compared, out_root) -> None
     checks = {}
     for r in runs:
         if r["kept"] and args.check:
-            out = out_root / "guided" / r["image"].replace("/", "_").replace(":", "_")
+            out = image_dir(out_root, "guided", r["image"])
             checks[r["image"]] = check_sample(args.home, out, args.check)
 
     harbor = {}
     if args.harbor:  # the first --harbor tasks of each image, through Harbor itself
         sample = []
         for r in runs:
-            out = out_root / "guided" / r["image"].replace("/", "_").replace(":", "_")
+            out = image_dir(out_root, "guided", r["image"])
             sample += sorted(p.parent for p in out.glob("**/task.toml"))[:args.harbor]
         if sample:
             console.print(f"Harbor: oracle and nop on {len(sample)} tasks …")
