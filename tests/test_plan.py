@@ -284,3 +284,23 @@ def test_uv_python_install_is_the_last_resort(tmp_path):
 def sub(tmp_path, name):
     (tmp_path / name).mkdir()
     return tmp_path / name
+
+
+def test_runtime_dependencies_are_the_metadata_s_unconditional_installed_ones(tmp_path):
+    """What goes back to the source date when tests fail on a newer API: install_requires by name, not extras,
+    conditional or URL requirements, requirement files, build back-ends, or what is not installed."""
+    from envyard.setup.plan import as_of_step, runtime_dependencies
+
+    (tmp_path / "setup.cfg").write_text(
+        "[metadata]\nname = p\n\n[options]\ninstall_requires =\n    Testing.Common_Database>=1.1\n"
+        "    colorama; sys_platform == 'win32'\n    setuptools>=40\n    notinstalled\n"
+        "    pkg @ https://example.org/pkg.tar.gz\n\n[options.extras_require]\ntest =\n    pytest\n")
+    (tmp_path / "requirements-dev.txt").write_text("black\n")
+    ev = gather(tmp_path)
+    installed = ["testing-common-database==2.0.3", "colorama==0.4.6", "setuptools==80.0.0", "pytest==8.4.0",
+                 "black==25.1.0", "pkg==1.0"]
+    wanted = runtime_dependencies(ev, installed)
+    assert wanted == {"Testing.Common_Database": "Testing.Common_Database>=1.1"}
+    cmd = as_of_step(wanted, "2016-02-04T23:59:59Z")
+    assert cmd == ("uv pip install --reinstall-package Testing.Common_Database --exclude-newer-package "
+                   "Testing.Common_Database=2016-02-04T23:59:59Z 'Testing.Common_Database>=1.1'")

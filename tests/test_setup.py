@@ -215,6 +215,27 @@ def test_too_new_dependency_is_fixed_with_a_time_cutoff(home, tmp_path):
     envyard(CACHE_HOME, "rmi", "test/oldsigner")
 
 
+def test_dependencies_newer_than_the_project_go_back_to_its_date_when_tests_fail(home, tmp_path):
+    """An old project installs, imports and collects with today's itsdangerous, but 2 of its 8 tests use an API
+    removed since (L4 at 0.75): its runtime dependencies go back to their releases as of the source date
+    (uv's per-package --exclude-newer), the rest of the environment as it is, and every test passes; the
+    contract keeps the step, so the clean replay verifies it."""
+    src = tmp_path / "oldapi"
+    shutil.copytree(FIXTURES / "oldapi", src)
+    stamp = time.mktime((2021, 6, 1, 12, 0, 0, 0, 0, -1))
+    for p in [src, *src.rglob("*")]:
+        os.utime(p, (stamp, stamp))
+    r = setup_cli(home, src, "--name", "test/oldapi", "--python", "3.11", "--jobs", "1", "--json")
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["pass_ratio"] == 1.0 and data["verified"] is True, data["reason"]
+    assert data["recipe"]["cutoff"] is None  # not a whole-environment cut-off branch
+    step = next(s for s in data["recipe"]["steps"] if "dependencies-as-of-source" in s["why"])
+    assert "--exclude-newer-package itsdangerous=2021-06-01T23:59:59Z" in step["command"]
+    assert any("itsdangerous: pinned" in x and "pass ratio 0.75" in x for x in data["repairs"]), data["repairs"]
+    assert any(p.lower().startswith("itsdangerous==2.0.") for p in data["recipe"]["pins"]), data["recipe"]["pins"]
+
+
 def test_a_requirement_whose_releases_are_all_yanked_is_left_out(home, tmp_path):
     """hypothesis' requirements/tools.in names types-pkg-resources, every release of which is yanked: uv finds
     the requirements unsatisfiable. The requirement is left out (a uv override) and the rest installs."""

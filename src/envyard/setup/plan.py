@@ -219,6 +219,35 @@ def cutoff_of(date: str) -> str:
     return date[:10] + "T23:59:59Z"
 
 
+# Where a project states what it needs at run time (not its test, docs or CI requirement files).
+_RUNTIME_VIAS = ("pep621.dependencies", "setup.cfg:install_requires", "setup.py:install_requires",
+                 "poetry.dependencies", "flit.metadata.requires")
+
+
+def runtime_dependencies(ev: Evidence, installed: list[str]) -> dict[str, str]:
+    """name → requirement: what the project's own metadata declares for run time, unconditional and by name,
+    and is installed (`installed`: a freeze's name==version lines); build back-ends left out."""
+    have = pins.versions(installed)
+    exempt = {re.sub(r"[-_.]+", "-", p) for p in CUTOFF_EXEMPT}
+    out: dict[str, str] = {}
+    for fact in ev.of("dependency"):
+        v = fact.value
+        if fact.via not in _RUNTIME_VIAS or not isinstance(v, dict) or v.get("marker") or v.get("url") \
+                or v.get("extra") or not v.get("name"):
+            continue
+        key = re.sub(r"[-_.]+", "-", v["name"]).lower()
+        if key in have and key not in exempt:
+            out.setdefault(v["name"], v["requirement"])
+    return out
+
+
+def as_of_step(requirements: dict[str, str], cutoff: str) -> str:
+    """Reinstall these requirements (name → requirement) at their releases as of `cutoff`, each on its own
+    (uv's per-package --exclude-newer), the rest of the environment as it is."""
+    flags = "".join(f" --reinstall-package {n} --exclude-newer-package {n}={cutoff}" for n in requirements)
+    return INSTALL + flags + " " + " ".join(shlex.quote(r) for r in requirements.values())
+
+
 def _parse(date: str) -> datetime:
     d = datetime.fromisoformat(date.replace("Z", "+00:00"))
     return d if d.tzinfo else d.replace(tzinfo=timezone.utc)

@@ -38,8 +38,8 @@ from . import complete, importscan, pins, runners, services, testuser
 from .verdict import GOOD_RATIO, connection_failures
 from .evidence import Evidence
 from .interpreters import SETUP_DISK, Interpreter, minor, setup_base
-from .plan import (APT_INSTALL, ENV, INSTALL, VENV, Candidate, Recipe, Step, apt_packages, apt_step, cutoff_of, plan,
-                   source_date)
+from .plan import (APT_INSTALL, ENV, INSTALL, VENV, Candidate, Recipe, Step, apt_packages, apt_step, as_of_step,
+                   cutoff_of, plan, runtime_dependencies, source_date)
 from . import modules
 from .bugs import ProjectBug, project_bug
 from .repairs import Fix, _stdlib, diagnose, missing_modules
@@ -961,7 +961,46 @@ class Search:
             again.seconds += level.seconds
             level = again
         level = self._own_runner_if_pytest_disagrees(b, ws, recipe, level)
-        return self._as_test_user(b, ws, recipe, level)
+        level = self._as_test_user(b, ws, recipe, level)
+        return self._dependencies_as_of_source(b, ws, recipe, level)
+
+    def _dependencies_as_of_source(self, b: Branch, ws: Workspace, recipe: Recipe,
+                                   level: LevelResult) -> LevelResult:
+        """The tests ran but too many failed, with the newest releases of what the project needs at run time: an
+        API those dependencies changed after the project's source date is a common cause (testing.postgresql
+        1.3 on testing.common.database 2.x). Those dependencies go back to their releases as of that date, the
+        rest of the environment stays as it is (a whole-environment cut-off is a branch of its own), in a
+        transaction kept, as a repair the contract keeps, only when the tests do better."""
+        ratio, date = b.pass_ratio, source_date(self.ev)
+        if (not level.ok or ratio is None or ratio >= GOOD_RATIO or b.connection or recipe.cutoff or not date
+                or recipe.lock_source):
+            return level
+        before = pins.parse_freeze(ws.sh(pins.FREEZE, "/", 300).stdout)
+        wanted = runtime_dependencies(self.ev, before)
+        if not wanted:
+            return level
+        cutoff = cutoff_of(date)
+        step = Step("repair", as_of_step(wanted, cutoff),
+                    f"repair (dependencies-as-of-source): {', '.join(wanted)} as of {cutoff[:10]}")
+        saved = (dict(b.tests), dict(b.connection))
+        self._say(b, f"L4 pass ratio {ratio:.2f}: trying {', '.join(wanted)} as of {cutoff[:10]}")
+        snap = ws.begin()
+        r = ws.sh(step.command, self.workdir, self.step_timeout)
+        changed = pins.differences(before, pins.parse_freeze(ws.sh(pins.FREEZE, "/", 300).stdout)) \
+            if r.exit_code == 0 else []
+        if changed:
+            again = self._test_run(b, ws, recipe, rerun=True)
+            if again.ok and (b.pass_ratio or 0.0) > ratio:
+                recipe.steps.append(step)
+                b.repairs.append(f"pass ratio {ratio:.2f} with the newest releases of the project's dependencies: "
+                                 f"{'; '.join(changed)} (as of the source date {cutoff[:10]}), and the tests again")
+                again.seconds += level.seconds
+                return again
+        b.log.append(f"dependencies as of {cutoff[:10]} did not help (exit {r.exit_code}, "
+                     f"{len(changed)} changed): rolled back\n")
+        b.tests, b.connection = saved
+        ws.rollback(snap)
+        return level
 
     def _as_test_user(self, b: Branch, ws: Workspace, recipe: Recipe, level: LevelResult) -> LevelResult:
         """The tests started a server that refuses to run as root (testing.postgresql's initdb): they run again
