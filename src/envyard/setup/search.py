@@ -986,14 +986,15 @@ class Search:
         self._say(b, f"L4 pass ratio {ratio:.2f}: trying {', '.join(wanted)} as of {cutoff[:10]}")
         snap = ws.begin()
         r = ws.sh(step.command, self.workdir, self.step_timeout)
-        changed = pins.differences(before, pins.parse_freeze(ws.sh(pins.FREEZE, "/", 300).stdout)) \
-            if r.exit_code == 0 else []
+        after = pins.versions(pins.parse_freeze(ws.sh(pins.FREEZE, "/", 300).stdout)) if r.exit_code == 0 else {}
+        changed = [f"{n} {v} → {after.get(n, '-')}" for n, v in pins.versions(before).items()
+                   if after and after.get(n) != v]
         if changed:
             again = self._test_run(b, ws, recipe, rerun=True)
             if again.ok and (b.pass_ratio or 0.0) > ratio:
                 recipe.steps.append(step)
                 b.repairs.append(f"pass ratio {ratio:.2f} with the newest releases of the project's dependencies: "
-                                 f"{'; '.join(changed)} (as of the source date {cutoff[:10]}), and the tests again")
+                                 f"{', '.join(changed)} (as of the source date {cutoff[:10]}), and the tests again")
                 again.seconds += level.seconds
                 return again
         b.log.append(f"dependencies as of {cutoff[:10]} did not help (exit {r.exit_code}, "
