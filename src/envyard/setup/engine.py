@@ -380,7 +380,7 @@ def _pins_use(r: Recipe) -> str:
 
 def _exports(r: Recipe) -> str:
     env = {k: v for k, v in ENV.items() if k != "PATH"} | pinned_env(r)
-    return " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + f" PATH={VENV}/bin:/opt/envyard/bin:$PATH"
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + f" PATH=/opt/envyard/bin:{VENV}/bin:$PATH"
 
 
 def _debian_of(interp: Interpreter) -> str:
@@ -415,7 +415,7 @@ def dockerfile(result: SetupResult) -> str:
             + " ".join(interpreters.DEBIAN_PACKAGES) + " && rm -rf /var/lib/apt/lists/*\n"
             "RUN python3 -m venv /opt/envyard/uv && /opt/envyard/uv/bin/pip install uv"
             " && mkdir -p /opt/envyard/bin && ln -s /opt/envyard/uv/bin/uv /opt/envyard/bin/uv\n"
-            f"ENV {env} PATH={VENV}/bin:/opt/envyard/bin:$PATH\n"
+            f"ENV {env} PATH=/opt/envyard/bin:{VENV}/bin:$PATH\n"
             f"WORKDIR {WORK_ROOT}/project\nCOPY . .\n{into}{runs}"
             f'CMD ["sh", "-c", {json.dumps(start + r.test_command + (" -q" if r.test_runner == "pytest" else ""))}]\n')
 

@@ -40,8 +40,10 @@ PYTHON_RELEASED = {(3, 6): "2016-12-23", (3, 7): "2018-06-27", (3, 8): "2019-10-
                    (3, 13): "2024-10-07", (3, 14): "2025-10-07"}
 OLD_SOURCE_DAYS = 540  # sources older than this also get a speculative candidate with a dependency cut-off
 
+# envyard's uv comes before the venv's: a project that depends on uv (build's test extra) puts an older one in
+# the venv, which must not run the install steps (a cut-off's uv 0.4 has no --exclude-newer-package).
 ENV = {"VIRTUAL_ENV": VENV,
-       "PATH": f"{VENV}/bin:{TOOLS_BIN}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+       "PATH": f"{TOOLS_BIN}:{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
        "PIP_DISABLE_PIP_VERSION_CHECK": "1", "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8",
        "UV_LINK_MODE": "copy", "UV_NO_PROGRESS": "1"}
 
