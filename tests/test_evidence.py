@@ -636,3 +636,15 @@ def test_a_tests_py_module_is_named_to_pytest(tmp_path):
                      "b/test_ok.py": "def test_y():\n    pass\n"})
     e = gather(tmp_path)
     one(e, "test_command", "pytest a/tests.py", file="a/tests.py", via="layout.tests_py")
+
+
+def test_a_pth_file_is_evidence_only_when_setup_py_names_it(tmp_path):
+    """pytest-cov's setup.py copies src/pytest-cov.pth into the install: that file is a `site_pth` fact. A .pth
+    file setup.py does not name, or a name with no such file, is not."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "hook.pth").write_text("import os\n")
+    (tmp_path / "stray.pth").write_text("import os\n")
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nPTH = 'hook.pth'\nOTHER = 'missing.pth'\n"
+                                       "setup(name='p')\n")
+    facts = gather(tmp_path).of("site_pth")
+    assert [(f.value, f.file, f.line) for f in facts] == [("src/hook.pth", "setup.py", 2)]

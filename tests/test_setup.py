@@ -237,6 +237,22 @@ def test_dependencies_newer_than_the_project_go_back_to_its_date_when_tests_fail
     assert any(p.lower().startswith("itsdangerous==2.0.") for p in data["recipe"]["pins"]), data["recipe"]["pins"]
 
 
+def test_a_pth_file_that_setup_py_installs_is_in_site_packages(home, tmp_path):
+    """pytest-cov's setup.py copies `pytest-cov.pth` into the install with its own build command, so subprocess
+    coverage starts in every interpreter; an editable install skips it. The plan copies it into site-packages
+    after the project's install, and the contract keeps the step."""
+    src = tmp_path / "pthhook"
+    shutil.copytree(FIXTURES / "pthhook", src)
+    out = tmp_path / "contract"
+    r = setup_cli(home, src, "--name", "test/pthhook", "--python", "3.11", "--out", out, "--json")
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["pass_ratio"] == 1.0 and data["verified"] is True, data["reason"]
+    step = next(s for s in data["recipe"]["steps"] if "pthhook.pth" in s["why"])
+    assert step["command"].startswith("cp src/pthhook.pth ")
+    assert "cp src/pthhook.pth" in (out / "setup.sh").read_text()
+
+
 def test_a_requirement_whose_releases_are_all_yanked_is_left_out(home, tmp_path):
     """hypothesis' requirements/tools.in names types-pkg-resources, every release of which is yanked: uv finds
     the requirements unsatisfiable. The requirement is left out (a uv override) and the rest installs."""

@@ -339,6 +339,12 @@ def plan(ev: Evidence, cand: Candidate) -> Recipe:
         target = "." + (f"[{','.join(extras)}]" if extras else "")
         r.steps.append(Step("project", r.install(f"-e {shlex.quote(target)}"),
                             "project metadata" + (f"; extras {', '.join(extras)}" if extras else "")))
+        pth = list(dict.fromkeys(str(p) for p in ev.values("site_pth")))
+        if pth:
+            r.steps.append(Step("project", f"cp {' '.join(map(shlex.quote, pth))} \"$({VENV}/bin/python -c "
+                                "'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')\"/",
+                                f"setup.py installs {', '.join(pth)} into site-packages; an editable install "
+                                "does not"))
     groups = [f.value for f in ev.of("dependency_group")
               if isinstance(f.value, dict) and TESTISH.search(str(f.value.get("group", "")))]
     group_reqs = sorted({g["requirement"] for g in groups})

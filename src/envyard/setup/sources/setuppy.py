@@ -132,6 +132,7 @@ def read_setup_py(sink: Sink, rel: str = "setup.py") -> None:
     text = sink.read(rel)
     if text is None:
         return
+    _read_pth_files(sink, rel, text)
     try:
         tree = ast.parse(text, filename=rel)
     except (SyntaxError, ValueError) as e:
@@ -156,6 +157,19 @@ def read_setup_py(sink: Sink, rel: str = "setup.py") -> None:
             _keyword(sink, rel, module, name, node)
         except Dynamic as e:
             sink.problem(rel, e.line or node.lineno, f"{name} is computed at run time ({e}); not read")
+
+
+_PTH_NAME = re.compile(r"""['"]([\w.-]+\.pth)['"]""")
+
+
+def _read_pth_files(sink: Sink, rel: str, text: str) -> None:
+    """A `.pth` file of the repository that setup.py names (pytest-cov copies its `pytest-cov.pth` into the
+    install with its own build commands): a regular install puts it at site-packages' root, where Python runs
+    it at every start; an editable install does not."""
+    for m in _PTH_NAME.finditer(text):
+        for path in sink.files.paths:
+            if path.rsplit("/", 1)[-1] == m.group(1):
+                sink.add("site_pth", path, rel, text[:m.start()].count("\n") + 1, "setup.py.pth")
 
 
 def _keyword(sink: Sink, rel: str, module: _Module, name: str, node: ast.expr) -> None:
