@@ -253,6 +253,21 @@ def test_a_pth_file_that_setup_py_installs_is_in_site_packages(home, tmp_path):
     assert "cp src/pthhook.pth" in (out / "setup.sh").read_text()
 
 
+def test_a_missing_module_whose_distribution_builds_against_debian_libraries(home, tmp_path):
+    """The tests import MySQLdb, declared nowhere; its distribution, mysqlclient, has no Linux wheels and builds
+    only with default-libmysqlclient-dev and pkg-config: they are installed before it, and both go into the
+    contract in that order."""
+    src = tmp_path / "mysqlimport"
+    shutil.copytree(FIXTURES / "mysqlimport", src)
+    r = setup_cli(home, src, "--name", "test/mysqlimport", "--python", "3.11", "--json")
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["pass_ratio"] == 1.0 and data["verified"] is True, data["reason"]
+    commands = [s["command"] for s in data["recipe"]["steps"]]
+    apt = next(i for i, c in enumerate(commands) if "default-libmysqlclient-dev" in c and "pkg-config" in c)
+    assert apt < next(i for i, c in enumerate(commands) if c.endswith(" mysqlclient"))
+
+
 def test_a_requirement_whose_releases_are_all_yanked_is_left_out(home, tmp_path):
     """hypothesis' requirements/tools.in names types-pkg-resources, every release of which is yanked: uv finds
     the requirements unsatisfiable. The requirement is left out (a uv override) and the rest installs."""

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import time
 from types import SimpleNamespace
 
 from envyard.setup import modules
@@ -49,6 +51,18 @@ def test_what_was_learned_is_kept(tmp_path):
     learned.put("cnetconf", None)
     again = modules.Learned(tmp_path / "cache" / "m.json")
     assert again.get("humps") == (True, "pyhumps") and again.get("cnetconf") == (True, None)
+
+
+def test_a_negative_from_before_install_failures_were_told_apart_is_not_trusted(tmp_path):
+    """Earlier negatives also counted candidates that failed to install (mysqlclient without its Debian
+    libraries): MySQLdb stayed "provided by nothing" for a week. Only negatives of the current format count."""
+    path = tmp_path / "cache" / "m.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"MySQLdb": {"dist": None, "when": int(time.time())}}))
+    learned = modules.Learned(path)
+    assert learned.get("MySQLdb") == (False, None)
+    learned.put("MySQLdb", None)
+    assert learned.get("MySQLdb") == (True, None)
 
 
 def test_a_wrong_guess_is_not_a_too_new_dependency():

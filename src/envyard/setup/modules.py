@@ -29,6 +29,7 @@ MAX_NAMES = 24             # names checked per module
 MAX_SCAN_FILES = 3000
 MAX_SCAN_BYTES = 500_000
 NEGATIVE_SECONDS = 7 * 86400
+NEGATIVE_FORMAT = 2  # a negative means every candidate installed and none provided the module
 _LOCK = threading.Lock()
 
 
@@ -142,14 +143,16 @@ class Learned:
         dist = entry.get("dist")
         if isinstance(dist, str):
             return True, dist
-        if time.time() - float(entry.get("when", 0)) < NEGATIVE_SECONDS:
+        # negatives from before NEGATIVE_FORMAT also counted candidates that failed to install (mysqlclient
+        # without its Debian libraries): not trusted
+        if entry.get("format") == NEGATIVE_FORMAT and time.time() - float(entry.get("when", 0)) < NEGATIVE_SECONDS:
             return True, None
         return False, None
 
     def put(self, module: str, dist: str | None) -> None:
         with _LOCK:
             data = self._load()
-            data[module] = {"dist": dist, "when": int(time.time())}
+            data[module] = {"dist": dist, "when": int(time.time())} | ({} if dist else {"format": NEGATIVE_FORMAT})
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}")
             tmp.write_text(json.dumps(data, indent=1, sort_keys=True), "utf-8")

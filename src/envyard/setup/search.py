@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ..errors import EnvyardError
@@ -43,6 +44,7 @@ from .plan import (APT_INSTALL, ENV, INSTALL, VENV, Candidate, Recipe, Step, apt
 from . import modules
 from .bugs import ProjectBug, project_bug
 from .repairs import Fix, _stdlib, diagnose, missing_modules
+from .sources.knowledge import system_packages
 
 JUNIT = "/tmp/envyard-junit.xml"
 SCAN_SCRIPT = "/tmp/envyard-importscan.py"
@@ -82,6 +84,15 @@ class LevelResult:
     ok: bool | None  # None: not run
     detail: str = ""
     seconds: float = 0.0
+
+
+@dataclass
+class Found:
+    """What the search for a module's distribution found."""
+
+    dist: str | None = None
+    before: list[Step] = field(default_factory=list)  # Debian packages it needed, installed before it
+    install_failed: bool = False  # a candidate did not install: that none provides the module is not certain
 
 
 @dataclass
@@ -681,14 +692,16 @@ class Search:
                 recipe.steps[:] = [s for s in recipe.steps if s.command != recipe.install(shlex.quote(wrong))]
                 if learned.get(module) == (True, wrong):
                     learned.put(module, None)
-            kept = self._find_distribution(b, ws, module, modules.candidates(module, dist), rejected,
-                                           lambda cand: recipe.install(shlex.quote(cand)), "repair")
+            found = self._find_distribution(b, ws, module, modules.candidates(module, dist), rejected,
+                                            lambda cand: recipe.install(shlex.quote(cand)), "repair")
+            kept = found.dist
             if kept is None:
-                if fix.rule == "runtime-missing-module":
+                if fix.rule == "runtime-missing-module" and not found.install_failed:
                     learned.put(module, None)
                 continue
             learned.put(module, kept)
             b.guessed[module] = kept
+            steps.extend(found.before)
             steps.append(Step("repair", recipe.install(shlex.quote(kept)),
                               f"repair (missing-module): {module} is provided by {kept}"
                               + (f" (tried and rejected: {', '.join(sorted(rejected))})" if rejected else "")))
@@ -761,14 +774,17 @@ class Search:
             known, dist = learned.get(module)
             if known and dist is None:
                 continue
-            kept = self._find_distribution(b, ws, module, modules.candidates(module, dist)[:complete.MAX_CANDIDATES],
-                                           set(), lambda c: complete.install_command(recipe, shlex.quote(c)),
-                                           "completeness pass")
+            found = self._find_distribution(b, ws, module,
+                                            modules.candidates(module, dist)[:complete.MAX_CANDIDATES], set(),
+                                            lambda c: complete.install_command(recipe, shlex.quote(c)),
+                                            "completeness pass")
+            kept = found.dist
             if kept is None:
                 failed.append(f"module {module}")
                 continue
             learned.put(module, kept)
             mapped[module] = kept
+            recipe.steps.extend(found.before)
             recipe.steps.append(complete.step(f"{module} is imported; {kept} provides it",
                                               complete.install_command(recipe, shlex.quote(kept))))
         if mapped:
@@ -806,25 +822,33 @@ class Search:
         recipe.__dict__.update(old.__dict__)
 
     def _find_distribution(self, b: Branch, ws: Workspace, module: str, cands: list[str], rejected: set,
-                           install: Callable[[str], str], doing: str) -> str | None:
+                           install: Callable[[str], str], doing: str) -> Found:
         """Install candidate distributions for `module` one by one; keep the first that provides the module and the
-        names the project imports from it (modules.CHECK), uninstalling each wrong one. None when none does."""
+        names the project imports from it (modules.CHECK), uninstalling each wrong one. A candidate that always
+        builds against Debian libraries (system_packages.toml: MySQLdb's mysqlclient) gets them first, as
+        steps that go before its install."""
         names = modules.imported_names(self.src, module)
+        found = Found()
         for cand in cands:
             if cand in rejected:
                 continue
             self._say(b, f"{doing}: which distribution provides {module}? trying {cand}")
-            r = ws.sh(install(cand), self.workdir, min(self.step_timeout, 600))
-            if r.exit_code != 0:
+            entry = system_packages().get(canonicalize_name(cand))
+            before = [apt_step(entry["debian"], f"repair (missing-module): {cand} builds against them")] \
+                if entry and entry["when"] == "always" else []
+            ok = all(ws.sh(s.command, self.workdir, self.step_timeout).exit_code == 0 for s in before)
+            if not ok or ws.sh(install(cand), self.workdir, min(self.step_timeout, 600)).exit_code != 0:
                 rejected.add(cand)
+                found.install_failed = True
                 continue
             c = ws.sh(f"{VENV}/bin/python -c {shlex.quote(modules.CHECK)} {quote([module, *names])}", "/", 120)
             if c.exit_code == 0:
-                return cand
+                found.dist, found.before = cand, before
+                return found
             rejected.add(cand)
             b.log.append(f"{cand} does not provide {module} as the project uses it: {c.stdout.strip()[:200]}\n")
             ws.sh(f"uv pip uninstall {shlex.quote(cand)}", "/", 120)
-        return None
+        return found
 
     # ---- the levels ----------------------------------------------------------------------------------------
 
