@@ -319,3 +319,18 @@ def test_bullseyes_postgres_13_accepts_the_passwords_start_sh_sets(debian_yard, 
         r = sb.exec(services.wrap(login), env=setup_env(), timeout=300)
     assert r.exit_code == 0, r.stdout[-1000:] + r.stderr[-2000:]
     assert r.stdout.strip().startswith("13.")
+
+
+def test_code_that_reads_only_pghost_gets_the_provided_role_too(tmp_path):
+    """asyncpg's test base reads PGHOST and, when it is set, connects to that server as the OS user (root):
+    `role "root" does not exist` failed 258 of its 272 tests. With PGHOST exported, PGUSER names the role
+    start.sh creates, unless the project sets it."""
+    code = "import os\n\ndef test_db():\n    assert os.environ.get('PGHOST')\n"
+    root = write(tmp_path / "a", {"pyproject.toml": "[project]\nname='a'\nversion='1'\n", "tests/test_db.py": code})
+    r = recipe(root)
+    assert [s["kind"] for s in r.services] == ["postgres"]
+    assert r.env["PGHOST"] == "127.0.0.1" and r.env["PGUSER"] == r.services[0]["users"][0][0] == "postgres"
+    own = write(tmp_path / "b", {"pyproject.toml": "[project]\nname='b'\nversion='1'\n",
+                                 "tests/test_db.py": code + "\nUSER = os.environ.get('PGUSER', 'app')\n"})
+    r = recipe(own)
+    assert r.env["PGHOST"] == "127.0.0.1" and r.env["PGUSER"] == "postgres"  # the code's own read, same role

@@ -857,7 +857,7 @@ class Search:
         sandbox (and stopped after it), one branch at a time."""
         if not recipe.services:
             return ws.sh(command, self.workdir, self.test_timeout)
-        doing = b.doing
+        doing = b.doing.removesuffix(" with services")  # a second call in a row: say it once
         if not self._services_lock.acquire(blocking=False):
             self._say(b, f"{doing} (waiting: another branch's tests hold the service ports)")
             self._services_lock.acquire()

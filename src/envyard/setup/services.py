@@ -246,6 +246,10 @@ def _code_env(svc: Service, reads: list[dict], out: Services) -> None:
             continue
         out.env[name] = value
         exported.append(name)
+    if svc.kind == "postgres" and "PGHOST" in exported and "PGUSER" not in out.env:
+        # libpq and asyncpg connect as the OS user when PGUSER is unset: root, a role the server does not have
+        out.env["PGUSER"] = user
+        exported.append("PGUSER")
     if exported:
         out.notes.append(f"exported for {svc.kind}, read by the test code ({reads[0]['where']}): "
                          + ", ".join(exported))
