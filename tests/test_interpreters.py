@@ -3,6 +3,7 @@ interpreters (shell scripts that answer the probe) in tmp_path; `uv python insta
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -42,7 +43,8 @@ def test_pyenv_versions_are_found_and_unusable_ones_left_out(tmp_path):
     py38 = found[1]
     assert py38.base == "host" and py38.path == str(v / "3.8.18" / "bin" / "python3")
     assert py38.prefix == str(v / "3.8.18") and py38.host_installed and "pyenv" in py38.origin
-    assert py38.setup_base_name.startswith("setup-base/pyenv-3.8.18-") and py38.setup_base_name.endswith(f":{I.BASE_TAG}")
+    assert py38.setup_base_name.startswith("setup-base/pyenv-3.8.18-")
+    assert py38.setup_base_name.endswith(f":{I.BASE_TAG}-uv{I.uv_version()}")
     other_root = Interpreter(py38.provider, "host", "/opt/pyenv/versions/3.8.18/bin/python3", "3.8.18")
     assert other_root.setup_base_name != py38.setup_base_name
 
@@ -225,3 +227,17 @@ def test_a_base_build_stops_at_its_next_progress_line_when_the_callback_raises(t
     assert [i.name for i in yard.store.images()] == [] and not yard.store.has_image(interp.setup_base_name)
     yard.close()
     yard.gc()
+
+
+def test_a_setup_base_is_named_after_the_uv_it_holds(monkeypatch):
+    """A setup base keeps the uv it was built with; after an upgrade, recipes may use options only the new uv
+    has (--exclude-newer-package). The uv version is part of the base's name, so a new uv gets a new base."""
+    assert I.uv_version() == importlib.metadata.version("uv")
+    interp = Interpreter("host", "host", "/usr/bin/python3", "3.11.2")
+    before = interp.setup_base_name
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.99.1+local")
+    I.uv_version.cache_clear()
+    try:
+        assert interp.setup_base_name == f"setup-base/host:{I.BASE_TAG}-uv0.99.1-local" != before
+    finally:
+        I.uv_version.cache_clear()

@@ -20,8 +20,10 @@ standalone's downloads from GitHub, and a failure is remembered for a day so set
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 import glob
 import hashlib
+import importlib.metadata
 import json
 import os
 import re
@@ -96,7 +98,7 @@ class Interpreter:
     def setup_base_name(self) -> str:
         # A host-installed one's name also says where it lives: two pyenv roots may both have a 3.8.18.
         where = f"-{hashlib.sha256(self.path.encode()).hexdigest()[:8]}" if self.host_installed else ""
-        return f"setup-base/{self.provider.replace(':', '-')}{where}:{BASE_TAG}"
+        return f"setup-base/{self.provider.replace(':', '-')}{where}:{BASE_TAG}-uv{uv_version()}"
 
     def base_commands(self) -> list[str]:
         """Shell commands that turn the plain base into the setup base (setup.sh's prelude, idempotent)."""
@@ -354,6 +356,19 @@ def uv_binary() -> str:
         if not found:
             raise SetupBaseError("uv is not installed", fix="pip install uv (envyard depends on it)") from None
         return found
+
+
+@functools.lru_cache(maxsize=1)
+def uv_version() -> str:
+    """The version of the uv a setup base gets. It is part of the base's name: a base keeps the uv it was built
+    with, and the recipes of a newer envyard may use options an older uv lacks (--exclude-newer-package)."""
+    try:
+        version = importlib.metadata.version("uv")
+    except importlib.metadata.PackageNotFoundError:
+        r = subprocess.run([uv_binary(), "--version"], capture_output=True, text=True, timeout=30)
+        m = re.search(r"\d+\.\d+\S*", r.stdout)
+        version = m.group(0) if m else "unknown"
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", version)  # what an image tag may hold
 
 
 def minor(version: str) -> tuple[int, int]:
