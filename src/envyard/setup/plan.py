@@ -16,6 +16,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable
 
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from . import locks, pins, services
@@ -230,14 +231,14 @@ def runtime_dependencies(ev: Evidence, installed: list[str]) -> dict[str, str]:
     """name → requirement: what the project's own metadata declares for run time, unconditional and by name,
     and is installed (`installed`: a freeze's name==version lines); build back-ends left out."""
     have = pins.versions(installed)
-    exempt = {re.sub(r"[-_.]+", "-", p) for p in CUTOFF_EXEMPT}
+    exempt = {canonicalize_name(p) for p in CUTOFF_EXEMPT}
     out: dict[str, str] = {}
     for fact in ev.of("dependency"):
         v = fact.value
         if fact.via not in _RUNTIME_VIAS or not isinstance(v, dict) or v.get("marker") or v.get("url") \
                 or v.get("extra") or not v.get("name"):
             continue
-        key = re.sub(r"[-_.]+", "-", v["name"]).lower()
+        key = canonicalize_name(v["name"])
         if key in have and key not in exempt:
             out.setdefault(v["name"], v["requirement"])
     return out
