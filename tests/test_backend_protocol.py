@@ -4,7 +4,6 @@ outside the protocol is an AttributeError still runs episodes; capabilities a ba
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -47,7 +46,7 @@ class Restricted:
     def __init__(self, inner: LocalBackend, **caps):
         self.inner = inner
         self.name = "restricted"
-        self.capabilities = dataclasses.replace(inner.capabilities, **caps)
+        self.capabilities = inner.capabilities.replace(**caps)
 
     def __getattr__(self, name):
         return getattr(self.inner, name)

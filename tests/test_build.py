@@ -6,7 +6,6 @@ external layer, which this store never deletes), so every test starts from a col
 
 from __future__ import annotations
 
-import dataclasses
 import http.server
 import importlib.util
 import io
@@ -247,7 +246,7 @@ def test_cache_entries_over_a_setup_image_do_not_pass_for_it(byard, tmp_path):
     base = byard.image("debian:bookworm")
     prov = {"provider": "setup", "verified": True, "status": "verified", "level": 4,
             "test_runner": "pytest", "test_command": "python3 -m pytest"}
-    byard.store.put_image("test/verified:1", base.layers, dataclasses.replace(base.config, provenance=prov))
+    byard.store.put_image("test/verified:1", base.layers, base.config.replace(provenance=prov))
     assert setup_image(byard, "test/verified:1").name == "test/verified:1"
     ctx = write_dockerfile(tmp_path, "FROM test/verified:1\nRUN echo one > /one\nRUN echo two > /two\n")
     cached = lambda: {i.name: i for i in byard.store.images() if i.name.startswith("buildcache/")}  # noqa: E731

@@ -10,6 +10,7 @@ import os
 import site
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -104,12 +105,14 @@ def test_the_console_script_does_not_load_typer_rich_or_pydantic_for_run():
 
 
 # Modules a plain `envyard run` must not import: the typer CLI and its helpers, typing (runtime/protocols.py),
-# and what only other features use (file access, warm pools, other backends). hashlib and glob are allowed only when the host mask is rebuilt (a new
-# store, a changed user database): a start that reuses the recorded mask needs neither. (Still imported, and
-# needed: dataclasses, which imports inspect and ast, pathlib, sqlite3, subprocess, shutil, json, re.)
+# and what only other features use (file access, warm pools, other backends); dataclasses (with inspect, ast
+# and dis: the records on this path are envyard.record classes) and platform. hashlib and glob are allowed only
+# when the host mask is rebuilt (a new store, a changed user database): a start that reuses the recorded mask
+# needs neither. (Still imported, and needed: pathlib, sqlite3, subprocess, shutil, json, re.)
 NOT_ON_RUN_PATH = ("typer", "rich", "pydantic", "click", "typing", "asyncio", "pyseccomp", "ctypes", "logging",
-                   "random", "socket", "concurrent.futures", "envyard.runtime.protocols", "envyard.runtime.files",
-                   "envyard.runtime.applylayer", "envyard.runtime.warm", "envyard.runtime.docker_backend")
+                   "random", "socket", "concurrent.futures", "dataclasses", "inspect", "ast", "dis", "platform",
+                   "envyard.runtime.protocols", "envyard.runtime.files", "envyard.runtime.applylayer",
+                   "envyard.runtime.warm", "envyard.runtime.docker_backend")
 ONLY_FOR_A_NEW_MASK = ("hashlib", "glob", "envyard.bases.hostmask")
 
 RUN_AND_LIST_MODULES = """
@@ -168,3 +171,31 @@ def test_a_run_imports_only_what_running_a_sandbox_needs(yard, host):
     assert sorted(modules & set(NOT_ON_RUN_PATH)) == []
     if not seen["mask_rebuilt"]:
         assert sorted(modules & set(ONLY_FOR_A_NEW_MASK)) == []
+
+
+PREPARE_AND_MAYBE_FINISH = """
+import os, sys
+from envyard.runtime import userns
+userns.prepare()
+pid = userns._started.pid
+if sys.argv[1] == "finish":
+    fd = userns.namespace_fd()
+    print(pid, os.readlink(f"/proc/self/fd/{fd}") != os.readlink("/proc/self/ns/user"), flush=True)
+else:
+    print(pid, "unfinished", flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["finish", "exit"])
+def test_a_user_namespace_started_early_is_finished_or_goes_away(how):
+    """`envyard run` starts the namespace's child before its imports (userns.prepare). Finished, the fd names a
+    namespace of its own; not finished (a bad argument ends the run first), the child exits with the process."""
+    r = subprocess.run([sys.executable, "-c", PREPARE_AND_MAYBE_FINISH, how], env={**os.environ, "PYTHONPATH": str(SRC)},
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    pid, result = r.stdout.split()
+    assert result == ("True" if how == "finish" else "unfinished")
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not Path(f"/proc/{pid}").exists(), "the namespace's child outlived the process that started it"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
@@ -58,7 +57,7 @@ def test_the_image_user_runs_the_agent_and_the_verifier(yard, host, tmp_path):
         sb.exec("mkdir -p /app && chown 65534:65534 /app")
         snap = sb.snapshot()
     image = yard.store.put_image("test/as-nobody:latest", snap.layers,
-                                 dataclasses.replace(snap.config, user="nobody", workdir="/app"))
+                                 snap.config.replace(user="nobody", workdir="/app"))
     root = tmp_path / "task"
     (root / "tests").mkdir(parents=True)
     (root / "tests" / "test.sh").write_text(

@@ -21,11 +21,11 @@ import select
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import janitor, procinfo
 from .errors import EnvyardError
+from .record import Record
 from .runtime.cgroups import Cgroups
 from .bases.host import prune_host_masks, release_host_root_view
 from .runtime.volume import LAYERS, SandboxVolume
@@ -59,16 +59,16 @@ def remove_dead_temporary_images(store: Store) -> list[str]:
     return gone
 
 
-@dataclass
-class StoreProcess:
+class StoreProcess(Record):
     """A host process working for this store: a sandbox's bwrap (or the shim that execs it) or a snapshot's
     copy. `sandboxes` are the ids of the sandbox directories its arguments name, `builds` the names of the
     unfinished layer directories (`.new-<pid>-<start>-...`)."""
 
-    pid: int
-    start: int
-    sandboxes: set[str] = field(default_factory=set)
-    builds: set[str] = field(default_factory=set)
+    def __init__(self, pid: int, start: int, sandboxes: set[str] | None = None, builds: set[str] | None = None):
+        self.pid = pid
+        self.start = start
+        self.sandboxes = set() if sandboxes is None else sandboxes
+        self.builds = set() if builds is None else builds
 
 
 def store_processes(store: Store) -> list[StoreProcess]:

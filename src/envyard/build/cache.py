@@ -14,7 +14,6 @@ their layers go with them once no other image or sandbox uses them.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import time
@@ -44,7 +43,7 @@ def get(store: Store, k: str) -> Image | None:
 def put(store: Store, k: str, layers: list[str], config: ImageConfig) -> Image:
     # An entry is a step's state, not a product: without its own provenance it would carry its FROM image's,
     # and a step over a verified setup image would pass for one (`envyard derive` would take it).
-    entry = dataclasses.replace(config, provenance={"provider": "buildcache"})
+    entry = config.replace(provenance={"provider": "buildcache"})
     return store.put_image(f"{PREFIX}{k}:latest", layers, entry)
 
 

@@ -24,6 +24,10 @@ def run(image: str, cmd: list[str], *, network: str = "none", memory: str | None
         timeout: float | None = None, as_json: bool = False, security: str = "default",
         backend: str = "local") -> int:
     """Run one command in a throwaway sandbox; the exit code `envyard run` exits with. Raises Failed."""
+    if backend == "local":
+        from ..runtime import userns
+
+        userns.prepare()  # the sandbox's user namespace gets made while the imports below run
     from ..runtime.limits import Limits
     from ..yard import Yard
 

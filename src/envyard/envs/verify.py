@@ -9,7 +9,6 @@ Either way the tests run from /tests with the image's own tools.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -343,7 +342,7 @@ def sandbox_limits(yard: Yard, task: Task) -> Limits:
     """The task's limits as this machine can apply them: a disk limit is dropped where disk limits do not work
     (Harbor tasks always name one; a task must not fail for it)."""
     if task.limits.disk is not None and not yard.can_limit_disk:
-        return dataclasses.replace(task.limits, disk=None)
+        return task.limits.replace(disk=None)
     return task.limits
 
 

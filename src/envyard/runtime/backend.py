@@ -9,10 +9,10 @@ feature) for what the backend lacks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import BackendUnsupported
+from ..record import Record
 from .limits import Limits
 
 TYPE_CHECKING = False  # typing's own constant would import typing (see protocols.py)
@@ -22,40 +22,44 @@ if TYPE_CHECKING:
     from .protocols import Backend
 
 
-@dataclass(frozen=True)
-class Capabilities:
-    snapshot: bool  # snapshot_layer(): a running sandbox's changes as a new layer
-    fork: bool  # several sandboxes over one image (a snapshot)
-    reset: bool
-    network_policies: tuple[str, ...]  # of "none", "host", "pod"
-    limits: tuple[str, ...]  # of "memory", "pids", "cpus", "disk"
-    shell_sessions: bool  # shell(): a persistent session keeping cwd and variables
-    binds: bool = True  # host directories bound into a sandbox
-    attached: bool = True  # run_attached(): a command wired to the caller's terminal
-    stop: bool = True  # stop() + upper_dir(): a stopped sandbox's changes, read by the verifier
-    warm_pools: bool = True
-    notes: tuple[str, ...] = field(default_factory=tuple)
+class Capabilities(Record, frozen=True):
+    """What a backend can do. snapshot: snapshot_layer(), a running sandbox's changes as a new layer; fork:
+    several sandboxes over one image (a snapshot); network_policies: of "none", "host", "pod"; limits: of
+    "memory", "pids", "cpus", "disk"; shell_sessions: shell(), a persistent session keeping cwd and variables;
+    binds: host directories bound into a sandbox; attached: run_attached(), a command wired to the caller's
+    terminal; stop: stop() + upper_dir(), a stopped sandbox's changes, read by the verifier."""
+
+    def __init__(self, snapshot: bool, fork: bool, reset: bool, network_policies: tuple[str, ...],
+                 limits: tuple[str, ...], shell_sessions: bool, binds: bool = True, attached: bool = True,
+                 stop: bool = True, warm_pools: bool = True, notes: tuple[str, ...] = ()):
+        self._set(snapshot=snapshot, fork=fork, reset=reset, network_policies=network_policies, limits=limits,
+                  shell_sessions=shell_sessions, binds=binds, attached=attached, stop=stop, warm_pools=warm_pools,
+                  notes=notes)
 
 
 # "default": the seccomp filter and masked kernel files; "relaxed": no seccomp filter (docs/security.md).
 SECURITY_LEVELS = ("default", "relaxed")
 
 
-@dataclass
-class SandboxSpec:
-    """Everything needed to start one sandbox."""
+class SandboxSpec(Record):
+    """Everything needed to start one sandbox. network: "none", "host", or a PodNetwork shared with other
+    sandboxes. binds: host directories bound read-write into the sandbox, (host path, sandbox path) pairs; not
+    for untrusted agents (the setup engine uses it for a shared package-download cache). ro_binds: the same,
+    read-only (files or directories). security: one of SECURITY_LEVELS. hostname None: envyard-<id>."""
 
-    image: "Image"
-    network: "str | PodNetwork" = "none"  # "none", "host", or a PodNetwork shared with other sandboxes
-    limits: Limits = field(default_factory=Limits)
-    env: dict[str, str] = field(default_factory=dict)
-    workdir: str | None = None
-    # Host directories bound read-write into the sandbox (host path, sandbox path). Not for untrusted agents:
-    # the setup engine uses it for a shared package-download cache.
-    binds: tuple[tuple[str, str], ...] = ()
-    ro_binds: tuple[tuple[str, str], ...] = ()  # the same, read-only (files or directories)
-    security: str = "default"  # one of SECURITY_LEVELS
-    hostname: str | None = None  # None: envyard-<id>
+    def __init__(self, image: "Image", network: "str | PodNetwork" = "none", limits: Limits | None = None,
+                 env: dict[str, str] | None = None, workdir: str | None = None,
+                 binds: tuple[tuple[str, str], ...] = (), ro_binds: tuple[tuple[str, str], ...] = (),
+                 security: str = "default", hostname: str | None = None):
+        self.image = image
+        self.network = network
+        self.limits = Limits() if limits is None else limits
+        self.env = {} if env is None else env
+        self.workdir = workdir
+        self.binds = binds
+        self.ro_binds = ro_binds
+        self.security = security
+        self.hostname = hostname
 
 
 def require(backend: Backend, feature: str, ok: bool, fix: str | None = None) -> None:

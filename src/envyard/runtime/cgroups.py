@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import shlex
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..record import Record
 from .limits import Limits
 from ..log import log
 
@@ -22,13 +22,14 @@ DEFAULT_PIDS = 8192  # when a sandbox gets a cgroup for another limit, it is als
 CPU_PERIOD_US = 100_000
 
 
-@dataclass
-class CgroupSet:
+class CgroupSet(Record):
     """The cgroup directories one sandbox lives in, and how to join them."""
 
-    dirs: list[str] = field(default_factory=list)
-    memory_dir: str | None = None
-    rlimits: dict[str, int] = field(default_factory=dict)
+    def __init__(self, dirs: list[str] | None = None, memory_dir: str | None = None,
+                 rlimits: dict[str, int] | None = None):
+        self.dirs = [] if dirs is None else dirs
+        self.memory_dir = memory_dir
+        self.rlimits = {} if rlimits is None else rlimits
 
     def shim_prefix(self) -> str:
         """Shell commands that put the shim into these cgroups / apply rlimits before it execs bwrap."""

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
-
 from ..errors import BadInput
+from ..record import Record
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 DEFAULT_DISK = 10 << 30  # what a sandbox may write when no disk limit is given (where disk limits work)
@@ -22,17 +21,13 @@ def parse_bytes(value: int | str) -> int:
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(Record, frozen=True):
     """memory: bytes or '512M'; pids: max processes+threads; cpus: CPU share, e.g. 0.5 or 2; disk: bytes the
     sandbox may write (its writable layer), default DEFAULT_DISK."""
 
-    memory: int | str | None = None
-    pids: int | None = None
-    cpus: float | None = None
-    disk: int | str | None = None
-
-    def __post_init__(self):
+    def __init__(self, memory: int | str | None = None, pids: int | None = None, cpus: float | None = None,
+                 disk: int | str | None = None):
+        self._set(memory=memory, pids=pids, cpus=cpus, disk=disk)
         if self.memory is not None and (isinstance(self.memory, bool)
                                         or not isinstance(self.memory, (int, float, str))):
             raise BadInput(f"memory limit must be bytes or a size string, not {type(self.memory).__name__}",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import collections
 import threading
-from dataclasses import dataclass
 from pathlib import Path
+
+from ..record import Record
 
 DEFAULT_MAX_OUTPUT = 1 << 20  # bytes kept in memory per stream; the rest spills to a file
 MAX_OUTPUT_CEILING = 256 << 20  # the most one stream may keep in memory; what max_output=None means
@@ -127,8 +128,7 @@ class OutputBuffer:
         return bytes(self._head) + f"\n[envyard: {note}]\n".encode() + tail
 
 
-@dataclass
-class ExecResult:
+class ExecResult(Record):
     """What one command did. `stdout_bytes`/`stderr_bytes` are exact; `stdout`/`stderr` are decoded for display.
 
     `truncated` means a stream exceeded the output cap: the middle was cut from the in-memory copy (a marker says
@@ -137,15 +137,18 @@ class ExecResult:
     apart from an ordinary failure; `timed_out` means envyard killed the command's process tree at the deadline.
     """
 
-    exit_code: int
-    stdout_bytes: bytes
-    stderr_bytes: bytes
-    duration: float
-    timed_out: bool = False
-    truncated: bool = False
-    oom_killed: bool = False
-    stdout_file: str | None = None
-    stderr_file: str | None = None
+    def __init__(self, exit_code: int, stdout_bytes: bytes, stderr_bytes: bytes, duration: float,
+                 timed_out: bool = False, truncated: bool = False, oom_killed: bool = False,
+                 stdout_file: str | None = None, stderr_file: str | None = None):
+        self.exit_code = exit_code
+        self.stdout_bytes = stdout_bytes
+        self.stderr_bytes = stderr_bytes
+        self.duration = duration
+        self.timed_out = timed_out
+        self.truncated = truncated
+        self.oom_killed = oom_killed
+        self.stdout_file = stdout_file
+        self.stderr_file = stderr_file
 
     @property
     def stdout(self) -> str:

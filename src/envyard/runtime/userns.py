@@ -27,16 +27,24 @@ from ..errors import HostUnsupported
 IDENTITY_MAP = "0 0 4294967295\n"
 
 
+_started: subprocess.Popen | None = None  # a child making the namespace, started early by prepare()
+
+
+def prepare() -> None:
+    """Start making the namespace now, so that the child's exec and unshare run while the caller goes on (the
+    CLI imports the sandbox code meanwhile); namespace_fd() finishes it. Without a later namespace_fd() the
+    child exits by itself when this process does (its stdin closes)."""
+    global _started
+    if _started is None and namespace_fd.cache_info().currsize == 0:
+        _started = _start_child()
+
+
 @functools.lru_cache(maxsize=1)
 def namespace_fd() -> int:
     """An fd of an identity-mapped user namespace, made once per process (bwrap --userns FD joins it).
     The fd keeps the namespace alive; the process that made it is gone at once."""
-    unshare = shutil.which("unshare", path="/usr/bin:/bin")
-    if unshare is None:
-        raise HostUnsupported("`unshare` (util-linux) is not installed", fix="apt-get install util-linux")
-    # The child makes the namespace and waits on stdin while we write its maps.
-    child = subprocess.Popen([unshare, "--user", "--", "/bin/sh", "-c", "read _"], stdin=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin"})
+    global _started
+    child, _started = _started or _start_child(), None
     try:
         own = os.readlink("/proc/self/ns/user")
         deadline = time.monotonic() + 5
@@ -45,7 +53,7 @@ def namespace_fd() -> int:
                 why = child.stderr.read().decode(errors="replace").strip() if child.poll() is not None else "timeout"
                 raise HostUnsupported(f"cannot create a user namespace: {why}",
                                       fix="enable user namespaces (sysctl user.max_user_namespaces > 0)")
-            time.sleep(0.0005)
+            time.sleep(0.0002)
         for name in ("uid_map", "gid_map"):
             with open(f"/proc/{child.pid}/{name}", "w") as f:
                 f.write(IDENTITY_MAP)
@@ -57,6 +65,15 @@ def namespace_fd() -> int:
         child.wait()
         child.stdin.close()
         child.stderr.close()
+
+
+def _start_child() -> subprocess.Popen:
+    """A child that makes the namespace and waits on stdin while we write its maps."""
+    unshare = shutil.which("unshare", path="/usr/bin:/bin")
+    if unshare is None:
+        raise HostUnsupported("`unshare` (util-linux) is not installed", fix="apt-get install util-linux")
+    return subprocess.Popen([unshare, "--user", "--", "/bin/sh", "-c", "read _"], stdin=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin"})
 
 
 def _low_fd(fd: int) -> int:

@@ -10,9 +10,9 @@ name itself (see `lookup_names`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from ..errors import BadInput
+from ..record import Record
 
 # The path: what local names always allowed. A registry host (with a port) may come first.
 PATH_RE = re.compile(r"[a-z0-9][a-z0-9._/-]{0,254}")
@@ -63,14 +63,12 @@ def parse_image_name(ref: str) -> str:
     return f"{name}:{tag}"
 
 
-@dataclass(frozen=True)
-class Reference:
-    """A registry reference, Docker's normalisation applied: `python` is docker.io/library/python:latest."""
+class Reference(Record, frozen=True):
+    """A registry reference, Docker's normalisation applied: `python` is docker.io/library/python:latest.
+    registry: "docker.io", "127.0.0.1:5000", "ghcr.io"; repository: "library/python", "team/img"."""
 
-    registry: str  # "docker.io", "127.0.0.1:5000", "ghcr.io"
-    repository: str  # "library/python", "team/img"
-    tag: str | None
-    digest: str | None
+    def __init__(self, registry: str, repository: str, tag: str | None, digest: str | None):
+        self._set(registry=registry, repository=repository, tag=tag, digest=digest)
 
     @property
     def name(self) -> str:

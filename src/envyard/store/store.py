@@ -23,11 +23,11 @@ import os
 import shutil
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import EnvyardError, ImageNotFound, StoreError
 from .. import janitor, procinfo
+from ..record import Record
 from .db import Database, dumps
 from .names import lookup_names, parse_image_name
 from .registry import register_store
@@ -42,76 +42,82 @@ def default_home() -> Path:
     return Path.home() / ".local/share/envyard"
 
 
-@dataclass
-class ImageConfig:
-    env: dict[str, str] = field(default_factory=dict)
-    workdir: str = "/"
-    user: str = "root"
-    shell: str = "/bin/sh"
-    labels: dict[str, str] = field(default_factory=dict)
-    entrypoint: list[str] | None = None  # OCI/Docker ENTRYPOINT, exec form
-    cmd: list[str] | None = None  # OCI/Docker CMD, exec form
-    exposed_ports: list[str] = field(default_factory=list)  # e.g. ["80/tcp"]
-    healthcheck: dict | None = None  # Docker HEALTHCHECK as recorded in the image config
-    stop_signal: str | None = None
-    provenance: dict = field(default_factory=dict)
+class ImageConfig(Record):
+    """entrypoint and cmd: OCI/Docker ENTRYPOINT and CMD, exec form; exposed_ports e.g. ["80/tcp"];
+    healthcheck: Docker HEALTHCHECK as recorded in the image config."""
+
+    def __init__(self, env: dict[str, str] | None = None, workdir: str = "/", user: str = "root",
+                 shell: str = "/bin/sh", labels: dict[str, str] | None = None, entrypoint: list[str] | None = None,
+                 cmd: list[str] | None = None, exposed_ports: list[str] | None = None, healthcheck: dict | None = None,
+                 stop_signal: str | None = None, provenance: dict | None = None):
+        self.env = {} if env is None else env
+        self.workdir = workdir
+        self.user = user
+        self.shell = shell
+        self.labels = {} if labels is None else labels
+        self.entrypoint = entrypoint
+        self.cmd = cmd
+        self.exposed_ports = [] if exposed_ports is None else exposed_ports
+        self.healthcheck = healthcheck
+        self.stop_signal = stop_signal
+        self.provenance = {} if provenance is None else provenance
 
     @classmethod
     def from_json(cls, text: str) -> "ImageConfig":
         data = json.loads(text)
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+        return cls(**{k: v for k, v in data.items() if k in cls._fields})
 
 
-@dataclass
-class LayerInfo:
-    id: str
-    path: Path
-    size: int
-    created: float
-    origin: dict
+class LayerInfo(Record):
+    def __init__(self, id: str, path: Path, size: int, created: float, origin: dict):
+        self.id = id
+        self.path = path
+        self.size = size
+        self.created = created
+        self.origin = origin
 
 
-@dataclass(frozen=True)
-class BlobInfo:
+class BlobInfo(Record, frozen=True):
     """A registry blob a layer was unpacked from (or packed into for a push). Layers are found by it, so the
-    same blob, or the same content compressed another way (same diff_id), is stored once."""
+    same blob, or the same content compressed another way (same diff_id), is stored once. digest: sha256:... of
+    the blob as a registry serves it; diff_id: sha256:... of the uncompressed tar (the image config's
+    rootfs.diff_ids)."""
 
-    digest: str  # sha256:... of the blob as a registry serves it
-    diff_id: str  # sha256:... of the uncompressed tar: the image config's rootfs.diff_ids
-    media_type: str
-    size: int
+    def __init__(self, digest: str, diff_id: str, media_type: str, size: int):
+        self._set(digest=digest, diff_id=diff_id, media_type=media_type, size=size)
 
 
-@dataclass
-class Image:
-    name: str
-    layers: list[str]
-    config: ImageConfig
-    created: float
+class Image(Record):
+    def __init__(self, name: str, layers: list[str], config: ImageConfig, created: float):
+        self.name = name
+        self.layers = layers
+        self.config = config
+        self.created = created
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "layers": self.layers, "config": asdict(self.config), "created": self.created}
+        return {"name": self.name, "layers": self.layers, "config": self.config.asdict(), "created": self.created}
 
 
-@dataclass
-class SandboxRecord:
-    id: str
-    image: str
-    layers: list[str]
-    dir: Path
-    owner_pid: int
-    owner_start: int
-    init_pid: int | None
-    init_start: int | None
-    cgroups: list[str]
-    network: str
-    created: float
+class SandboxRecord(Record):
+    def __init__(self, id: str, image: str, layers: list[str], dir: Path, owner_pid: int, owner_start: int,
+                 init_pid: int | None, init_start: int | None, cgroups: list[str], network: str, created: float):
+        self.id = id
+        self.image = image
+        self.layers = layers
+        self.dir = dir
+        self.owner_pid = owner_pid
+        self.owner_start = owner_start
+        self.init_pid = init_pid
+        self.init_start = init_start
+        self.cgroups = cgroups
+        self.network = network
+        self.created = created
 
     def owner_alive(self) -> bool:
         return procinfo.is_alive(self.owner_pid, self.owner_start)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        d = self.asdict()
         d["dir"] = str(self.dir)
         d["owner_alive"] = self.owner_alive()
         return d
@@ -282,7 +288,7 @@ class Store:
                 )
             c.execute(
                 "INSERT OR REPLACE INTO images(name, layers, config, created) VALUES (?,?,?,?)",
-                (name, dumps(layers), dumps(asdict(config)), now),
+                (name, dumps(layers), dumps(config.asdict()), now),
             )
         return Image(name, layers, config, now)
 
