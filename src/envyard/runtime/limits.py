@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+
 from ..errors import BadInput
 from ..record import Record
 
