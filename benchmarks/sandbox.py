@@ -298,6 +298,7 @@ class Docker:
         self.why = ""
         self.version: str | None = None
         self.dockerd: subprocess.Popen | None = None
+        self.ip_forward: str | None = None  # net.ipv4.ip_forward before we started dockerd
         self.images: list[str] = []
         self.containers: list[str] = []
 
@@ -319,6 +320,8 @@ class Docker:
                 return False
         if not self._info_ok():
             console.print("[cyan]docker:[/] engine not reachable; starting dockerd (log: /var/log/dockerd.log) ...")
+            # A default dockerd turns on the host's IP forwarding for its bridge; cleanup() puts it back.
+            self.ip_forward = _read_ip_forward()
             log = open("/var/log/dockerd.log", "ab")
             try:
                 self.dockerd = subprocess.Popen(["dockerd"], stdout=log, stderr=subprocess.STDOUT,
@@ -372,6 +375,18 @@ class Docker:
                 self.dockerd.kill()
                 self.dockerd.wait()
             self.dockerd = None
+            if self.ip_forward is not None and _read_ip_forward() != self.ip_forward:
+                Path(IP_FORWARD).write_text(self.ip_forward)
+
+
+IP_FORWARD = "/proc/sys/net/ipv4/ip_forward"
+
+
+def _read_ip_forward() -> str | None:
+    try:
+        return Path(IP_FORWARD).read_text().strip()
+    except OSError:
+        return None
 
 
 # ---- raw bubblewrap floor ---------------------------------------------------------------------------------------
