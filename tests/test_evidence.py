@@ -648,3 +648,23 @@ def test_a_pth_file_is_evidence_only_when_setup_py_names_it(tmp_path):
                                        "setup(name='p')\n")
     facts = gather(tmp_path).of("site_pth")
     assert [(f.value, f.file, f.line) for f in facts] == [("src/hook.pth", "setup.py", 2)]
+
+
+@pytest.mark.parametrize("files, via, line", [
+    ({"pyproject.toml": "[build-system]\nrequires = ['setuptools']\n\n[project]\nname = 'My_Pkg'\n"}, "pep621.name", 5),
+    ({"pyproject.toml": "[tool.poetry]\nversion = '1'\nname = 'my-pkg'\n"}, "poetry.name", 3),
+    ({"setup.cfg": "[metadata]\nname = my.pkg\nversion = 1\n", "setup.py": "from setuptools import setup\nsetup()\n"},
+     "setup.cfg:name", 2),
+    ({"setup.py": "from setuptools import setup\nsetup(\n    name='my_pkg',\n)\n"}, "setup.py:name", 3),
+])
+def test_the_projects_own_name_is_read_where_its_metadata_gives_it(tmp_path, files, via, line):
+    """The contract's pins leave the project itself out by this name (pins.parse_freeze)."""
+    e = gather(write(tmp_path, files))
+    fact = one(e, "project_name", via=via, line=line)
+    assert fact.value.replace("_", "-").replace(".", "-").lower() == "my-pkg"
+
+
+def test_a_computed_setup_py_name_is_skipped_without_a_problem(tmp_path):
+    e = gather(write(tmp_path, {"setup.py": "from setuptools import setup\nN = 'x' + 'y'\nsetup(name=N)\n"}))
+    assert e.of("project_name") == []
+    assert not any("name is computed" in p for p in e.problems)

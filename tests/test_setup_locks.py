@@ -428,3 +428,12 @@ def test_a_resolution_that_fails_on_a_locked_pin_names_it(venv):
     # the same failure with a pin the lock does not have, or another kind of failure, is not the lock's
     assert pins.lock_conflict(r.stdout + r.stderr, "six==1.16.0\n") is None
     assert pins.lock_conflict("error: Failed to build `demo`", constraints) is None
+
+
+def test_the_pins_never_name_the_project_itself():
+    """A step replaced the project's source install with its release (dask-expr pins dask==2024.12.1; the
+    checkout's version is 0+untagged): pinned, the replay's `uv pip install -e .[test]` cannot be resolved."""
+    freeze = "dask==2024.12.1\ndask-expr==1.1.21\n-e file:///work/other\nnumpy==2.2.0\nMy.Pkg==1.0\n"
+    assert pins.parse_freeze(freeze, ["dask"]) == ["dask-expr==1.1.21", "My.Pkg==1.0", "numpy==2.2.0"]
+    assert pins.parse_freeze(freeze, ["my_pkg", "dask"]) == ["dask-expr==1.1.21", "numpy==2.2.0"]
+    assert "dask==2024.12.1" in pins.parse_freeze(freeze)  # without the project's name, nothing is dropped

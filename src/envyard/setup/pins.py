@@ -2,8 +2,8 @@
 
 A recipe says what to install (`uv pip install -e .[test]`, `pytest`), not which versions: replayed next month it
 would resolve to something else. So when a branch ends, the versions in its environment are recorded (`uv pip
-freeze`, only `name==version` lines: the project itself and other local or editable installs are not
-distributions to pin), and the contract carries them as a constraints file, `requirements.lock`: setup.sh, the
+freeze`, only `name==version` lines: the project itself, by path or by the name its metadata gives, and other
+local or editable installs are not distributions to pin), and the contract carries them as a constraints file, `requirements.lock`: setup.sh, the
 Dockerfile and setup's own clean replay write it to PINS, export `UV_CONSTRAINT` so that every `uv pip install`
 of the recipe resolves to those versions, and end with an exact install of the file (`--no-deps`), which
 changes nothing when every pin already holds and puts back any a step could not honour (e.g. the pip and
@@ -55,10 +55,19 @@ def lock_conflict(output: str, constraints: str) -> str | None:
                  if p.lower() in locked), None)
 
 
-def parse_freeze(stdout: str) -> list[str]:
-    """The `name==version` lines of a freeze, sorted by name."""
-    return sorted({line.strip() for line in stdout.splitlines() if PIN_LINE.match(line.strip())},
+def parse_freeze(stdout: str, project: list[str] = ()) -> list[str]:
+    """The `name==version` lines of a freeze, sorted by name, without the project's own distributions
+    (`project`: their names). The contract installs the project from its source; a step that replaced it with
+    a release (a plugin pinning `project==X` while the checkout's version is `0+untagged`) leaves it in the
+    freeze as `project==X`, and pinned, the replay's install of the source could not be resolved."""
+    own = {_key(n) for n in project}
+    return sorted({line.strip() for line in stdout.splitlines()
+                   if PIN_LINE.match(line.strip()) and _key(line.partition("==")[0]) not in own},
                   key=lambda p: p.lower())
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
 
 
 def versions(pins: list[str]) -> dict[str, str]:
@@ -66,7 +75,7 @@ def versions(pins: list[str]) -> dict[str, str]:
     out = {}
     for p in pins:
         name, _, version = p.partition("==")
-        out[re.sub(r"[-_.]+", "-", name).lower()] = version
+        out[_key(name)] = version
     return out
 
 

@@ -463,7 +463,7 @@ class Search:
                 b.integrity = self._integrity(b, ws)
         if b.levels[0].ok:
             r = ws.sh(pins.FREEZE, "/", 300)  # the exact versions: the contract pins them (pins.py)
-            recipe.pins = pins.parse_freeze(r.stdout) if r.exit_code == 0 else []
+            recipe.pins = pins.parse_freeze(r.stdout, self.ev.values("project_name")) if r.exit_code == 0 else []
             # pins constrain every step only when they agree with each other (installs one by one can leave an
             # environment whose requirements conflict; then resolving a step against all pins would fail)
             recipe.pins_consistent = bool(recipe.pins) and ws.sh(pins.CHECK, "/", 300).exit_code == 0

@@ -80,6 +80,8 @@ def _project(doc: _Doc) -> None:
     if not project:
         return
     pos, rel = doc.pos, doc.rel
+    if isinstance(project.get("name"), str) and project["name"].strip():
+        doc.sink.add("project_name", project["name"].strip(), rel, pos.key_line("project", "name"), "pep621.name")
     if isinstance(project.get("requires-python"), str):
         record_python_constraint(doc.sink, rel, pos.key_line("project", "requires-python"),
                                  project["requires-python"], "pep621.requires-python")
@@ -175,6 +177,8 @@ def _poetry(doc: _Doc) -> None:
             if isinstance(n, str):
                 extras_of.setdefault(canonicalize_name(n.split("[")[0].strip()), []).append(extra)
     base = ("tool", "poetry")
+    if isinstance(poetry.get("name"), str) and poetry["name"].strip():
+        doc.sink.add("project_name", poetry["name"].strip(), doc.rel, doc.pos.key_line(*base, "name"), "poetry.name")
     deps = poetry.get("dependencies")
     if isinstance(deps, dict):
         for name, spec in deps.items():

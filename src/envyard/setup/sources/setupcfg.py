@@ -28,6 +28,9 @@ def read_setup_cfg(sink: Sink, rel: str = "setup.cfg") -> None:
     _requirements(sink, rel, options.get("setup_requires"), "build_requirement", None, "setup.cfg:setup_requires")
     for extra, value in ini.sections.get("options.extras_require", {}).items():
         _requirements(sink, rel, value, "extra", {"extra": extra}, "setup.cfg:extras_require")
+    name = ini.get("metadata", "name")
+    if name and name.text.strip():
+        sink.add("project_name", name.text.strip(), rel, name.line, "setup.cfg:name")
     classifiers = ini.get("metadata", "classifiers")
     if classifiers:
         for number, line in classifiers.parts:

@@ -173,7 +173,14 @@ def _read_pth_files(sink: Sink, rel: str, text: str) -> None:
 
 
 def _keyword(sink: Sink, rel: str, module: _Module, name: str, node: ast.expr) -> None:
-    if name == "python_requires":
+    if name == "name":
+        try:
+            value, line = module.string(node)
+        except Dynamic:
+            return  # a computed name is no problem for setting up; only the contract's pins want it (pins.py)
+        if value.strip():
+            sink.add("project_name", value.strip(), rel, line, "setup.py:name")
+    elif name == "python_requires":
         value, line = module.string(node)
         record_python_constraint(sink, rel, line, value, "setup.py:python_requires")
     elif name in ("install_requires", "requires"):
