@@ -2,15 +2,15 @@
 
 A recipe says what to install (`uv pip install -e .[test]`, `pytest`), not which versions: replayed next month it
 would resolve to something else. So when a branch ends, the versions in its environment are recorded (`uv pip
-freeze`, only `name==version` lines: the project itself, by path or by the name its metadata gives, and other
-local or editable installs are not distributions to pin), and the contract carries them as a constraints file, `requirements.lock`: setup.sh, the
-Dockerfile and setup's own clean replay write it to PINS, export `UV_CONSTRAINT` so that every `uv pip install`
-of the recipe resolves to those versions, and end with an exact install of the file (`--no-deps`), which
-changes nothing when every pin already holds and puts back any a step could not honour (e.g. the pip and
-setuptools that `uv venv --seed` brings). The replay then compares the versions installed with the pins.
-Installs one by one can leave an environment whose requirements disagree (a later step downgrades what an
-earlier one needed); resolving each step against all the pins would then fail, so when `uv pip check` finds
-such a conflict the pins are not a constraint, and only the exact install at the end puts them in place.
+freeze`, only `name==version` lines: the project itself, by path or by the name its metadata gives, and other local
+or editable installs are not distributions to pin), and the contract carries them as a constraints file,
+`requirements.lock`: setup.sh, the Dockerfile and setup's own clean replay write it to PINS, export `UV_CONSTRAINT`
+so that every `uv pip install` of the recipe resolves to those versions, and end with an exact install of the file
+(`--no-deps`), which changes nothing when every pin already holds and puts back any a step could not honour (e.g.
+the pip and setuptools that `uv venv --seed` brings). The replay then compares the versions installed with the pins.
+Installs one by one can leave an environment whose requirements disagree (a later step downgrades what an earlier
+one needed); resolving each step against all the pins would then fail, so when `uv pip check` finds such a conflict
+the pins are not a constraint, and only the exact install at the end puts them in place.
 
 A project that ships `uv.lock` is installed from it from the start: the recipe's first install step exports the
 lock (`uv export --frozen`, every extra and group, markers kept) to LOCK_EXPORT, which constrains every install
