@@ -437,3 +437,9 @@ def test_the_pins_never_name_the_project_itself():
     assert pins.parse_freeze(freeze, ["dask"]) == ["dask-expr==1.1.21", "My.Pkg==1.0", "numpy==2.2.0"]
     assert pins.parse_freeze(freeze, ["my_pkg", "dask"]) == ["dask-expr==1.1.21", "numpy==2.2.0"]
     assert "dask==2024.12.1" in pins.parse_freeze(freeze)  # without the project's name, nothing is dropped
+
+
+def test_a_release_installed_over_the_project_is_named():
+    freeze = "dask==2024.12.1\ndask-expr==1.1.21\n-e file:///work/dask\n"
+    assert pins.replaced_project(freeze, ["Dask"]) == ["dask==2024.12.1"]
+    assert pins.replaced_project("-e file:///work/dask\ndask-expr==1.1.21\n", ["dask"]) == []

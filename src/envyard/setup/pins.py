@@ -66,6 +66,14 @@ def parse_freeze(stdout: str, project: list[str] = ()) -> list[str]:
                   key=lambda p: p.lower())
 
 
+def replaced_project(stdout: str, project: list[str]) -> list[str]:
+    """The `name==version` lines of a freeze that are releases of the project itself: a step installed one over
+    the source (parse_freeze leaves them out of the pins)."""
+    own = {_key(n) for n in project}
+    return sorted(line.strip() for line in stdout.splitlines()
+                  if PIN_LINE.match(line.strip()) and _key(line.partition("==")[0]) in own)
+
+
 def _key(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name.strip()).lower()
 

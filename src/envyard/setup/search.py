@@ -464,6 +464,10 @@ class Search:
         if b.levels[0].ok:
             r = ws.sh(pins.FREEZE, "/", 300)  # the exact versions: the contract pins them (pins.py)
             recipe.pins = pins.parse_freeze(r.stdout, self.ev.values("project_name")) if r.exit_code == 0 else []
+            for release in pins.replaced_project(r.stdout, self.ev.values("project_name")):
+                recipe.warnings.append(f"a step installed the release {release} over the project's source (a "
+                                       "dependency pins it, and the checkout's own version differs, e.g. no git "
+                                       "tags); the tests may have imported either")
             # pins constrain every step only when they agree with each other (installs one by one can leave an
             # environment whose requirements conflict; then resolving a step against all pins would fail)
             recipe.pins_consistent = bool(recipe.pins) and ws.sh(pins.CHECK, "/", 300).exit_code == 0
