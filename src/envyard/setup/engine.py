@@ -244,8 +244,8 @@ def _replay(yard: Yard, search: Search, best: Branch) -> dict:
                     "seconds": time.monotonic() - t}
         if recipe.pins:  # the replay installed exactly the versions that passed
             f = sh(pins.FREEZE, 300)
-            installed = pins.parse_freeze(f.stdout, search.ev.values("project_name"))
-            differ = pins.differences(recipe.pins, installed) if f.exit_code == 0 else ["(no freeze)"]
+            differ = (pins.differences(recipe.pins, pins.parse_freeze(f.stdout, search.ev.values("project_name")))
+                      if f.exit_code == 0 else ["(no freeze)"])
             out.update(pins_match=not differ, pins_differ=differ[:50], pins=len(recipe.pins))
         runner = runners.of_recipe(recipe)
         statuses = None

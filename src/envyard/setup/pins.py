@@ -24,6 +24,8 @@ from __future__ import annotations
 import re
 import shlex
 
+from packaging.utils import canonicalize_name
+
 PINS = "/opt/envyard/requirements.lock"
 LOCK_EXPORT = "/opt/envyard/uv-lock.txt"
 FREEZE = "uv pip freeze --exclude-editable"
@@ -60,22 +62,19 @@ def parse_freeze(stdout: str, project: list[str] = ()) -> list[str]:
     (`project`: their names). The contract installs the project from its source; a step that replaced it with
     a release (a plugin pinning `project==X` while the checkout's version is `0+untagged`) leaves it in the
     freeze as `project==X`, and pinned, the replay's install of the source could not be resolved."""
-    own = {_key(n) for n in project}
-    return sorted({line.strip() for line in stdout.splitlines()
-                   if PIN_LINE.match(line.strip()) and _key(line.partition("==")[0]) not in own},
-                  key=lambda p: p.lower())
+    return _pin_lines(stdout, project, own=False)
 
 
 def replaced_project(stdout: str, project: list[str]) -> list[str]:
     """The `name==version` lines of a freeze that are releases of the project itself: a step installed one over
     the source (parse_freeze leaves them out of the pins)."""
-    own = {_key(n) for n in project}
-    return sorted(line.strip() for line in stdout.splitlines()
-                  if PIN_LINE.match(line.strip()) and _key(line.partition("==")[0]) in own)
+    return _pin_lines(stdout, project, own=True)
 
 
-def _key(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name.strip()).lower()
+def _pin_lines(stdout: str, project: list[str], *, own: bool) -> list[str]:
+    names = {canonicalize_name(n) for n in project}
+    return sorted({line.strip() for line in stdout.splitlines() if PIN_LINE.match(line.strip())
+                   and (canonicalize_name(line.partition("==")[0].strip()) in names) == own}, key=str.lower)
 
 
 def versions(pins: list[str]) -> dict[str, str]:
@@ -83,7 +82,7 @@ def versions(pins: list[str]) -> dict[str, str]:
     out = {}
     for p in pins:
         name, _, version = p.partition("==")
-        out[_key(name)] = version
+        out[canonicalize_name(name)] = version
     return out
 
 

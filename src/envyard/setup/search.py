@@ -463,8 +463,9 @@ class Search:
                 b.integrity = self._integrity(b, ws)
         if b.levels[0].ok:
             r = ws.sh(pins.FREEZE, "/", 300)  # the exact versions: the contract pins them (pins.py)
-            recipe.pins = pins.parse_freeze(r.stdout, self.ev.values("project_name")) if r.exit_code == 0 else []
-            for release in pins.replaced_project(r.stdout, self.ev.values("project_name")):
+            freeze, own = (r.stdout, self.ev.values("project_name")) if r.exit_code == 0 else ("", [])
+            recipe.pins = pins.parse_freeze(freeze, own)
+            for release in pins.replaced_project(freeze, own):
                 recipe.warnings.append(f"a step installed the release {release} over the project's source (a "
                                        "dependency pins it, and the checkout's own version differs, e.g. no git "
                                        "tags); the tests may have imported either")
