@@ -16,3 +16,13 @@ def sigint_default() -> None:
     starts with SIGINT ignored; children inherit that, Python then installs no KeyboardInterrupt handler, and
     SIGINT would do nothing however envyard handles it."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+_session_cwd: list[str] = []  # set once per session by conftest's `_cli_cwd`
+
+
+def cli_cwd() -> str:
+    """The working directory for CLI processes the tests start: one of this session's temp dirs, so what a
+    command writes by default (`setup` writes `./envyard-contract/<name>`) goes away with the session instead of
+    piling up in /tmp."""
+    return _session_cwd[0]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import bareenv
 import envyard
 from envyard import procinfo
 
@@ -99,6 +100,11 @@ def tree_digest(path: Path) -> str:
         shell=True, capture_output=True, text=True, check=True,
     ).stdout
     return out
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cli_cwd(tmp_path_factory):
+    bareenv._session_cwd[:] = [str(tmp_path_factory.mktemp("cli-cwd"))]
 
 
 @pytest.fixture(scope="session", autouse=True)

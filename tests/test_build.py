@@ -28,7 +28,7 @@ from envyard.build.ignore import Ignore, parse as parse_ignore
 from envyard.build.words import expand, expand_words
 from envyard.errors import ImageNotFound
 
-from bareenv import BARE, sigint_default
+from bareenv import BARE, cli_cwd, sigint_default
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dockerfiles"
 NO_PULLER = importlib.util.find_spec("envyard.images") is None
@@ -394,7 +394,7 @@ def test_dockerignore_is_honoured(scratch_yard, tmp_path):
 def envyard_cli(home, *args, timeout=300, **popen):
     return subprocess.run([sys.executable, "-m", "envyard.cli.main", *map(str, args)], capture_output=True,
                           text=True, env={"ENVYARD_HOME": str(home), **BARE}, timeout=timeout,
-                          cwd="/tmp", **popen)
+                          cwd=cli_cwd(), **popen)
 
 
 def test_cli_build_exit_codes_and_json(scratch_yard, tmp_path):
@@ -433,7 +433,7 @@ def test_cli_run_failure_timeout_and_interrupt(byard, tmp_path):
     tmp = tmp_path / "tmpdir"
     tmp.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "envyard.cli.main", "build", "-t", "cli/slow:2", str(ctx)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/tmp",
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cli_cwd(),
                             env={"ENVYARD_HOME": str(home), **BARE, "TMPDIR": str(tmp)}, preexec_fn=sigint_default)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not any(s.owner_pid == proc.pid for s in byard.sandboxes()):

@@ -18,7 +18,7 @@ import envyard as envyard_api
 from envyard.derive import bugs
 from envyard.derive.mutation import Mutation, SourceFacts
 
-from bareenv import BARE, sigint_default
+from bareenv import BARE, cli_cwd, sigint_default
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "derive" / "minilib"
@@ -28,7 +28,7 @@ IMAGE = "setup/minilib"
 def envyard(home, *args, timeout=600):
     return subprocess.run([sys.executable, "-m", "envyard.cli.main", *map(str, args)], capture_output=True, text=True,
                           env={"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC},
-                          timeout=timeout, cwd="/tmp")
+                          timeout=timeout, cwd=cli_cwd())
 
 
 @pytest.fixture(scope="module")
@@ -322,7 +322,7 @@ def test_ctrl_c_leaves_no_sandbox_nor_snapshot(home, tmp_path):
     out = tmp_path / "interrupted"
     p = subprocess.Popen([sys.executable, "-m", "envyard.cli.main", "derive", IMAGE, "--n", "50", "--seed", "4",
                           "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC}, cwd="/tmp",
+                         env={"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC}, cwd=cli_cwd(),
                          preexec_fn=sigint_default)
     deadline = time.monotonic() + 120
     while not (out / ".staging").exists() and time.monotonic() < deadline and p.poll() is None:

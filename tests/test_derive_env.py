@@ -21,7 +21,7 @@ from envyard.envs.carry import MAX_ENTRIES, carry_changes
 from envyard.setup.search import host_trust
 from envyard.store.store import Image
 
-from bareenv import BARE
+from bareenv import BARE, cli_cwd
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "derive" / "envproj"
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -63,7 +63,7 @@ def source(tmp_path_factory):
     home = tmp_path_factory.mktemp("derive-env-home")
     repo = make_repo(tmp_path_factory.mktemp("derive-env-src") / "envproj")
     r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", str(repo), "--name", "envproj", "--json"],
-                       capture_output=True, text=True, timeout=900, cwd="/tmp",
+                       capture_output=True, text=True, timeout=900, cwd=cli_cwd(),
                        env={"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC})
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout)["status"] == "verified"

@@ -22,7 +22,7 @@ from envyard.derive.rewrite import DETERMINISTIC, Rewriter, rewrite_task, rewrit
 from envyard.derive.writer import Screened, write_task
 from envyard.errors import BadInput
 
-from bareenv import BARE
+from bareenv import BARE, cli_cwd
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 MINILIB = Path(__file__).resolve().parent / "fixtures" / "derive" / "minilib"
@@ -364,7 +364,7 @@ def test_the_endpoint_and_key_come_from_the_environment(monkeypatch, standin):
 
 def cli(home, *args, env=None, timeout=600):
     return subprocess.run([sys.executable, "-m", "envyard.cli.main", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, cwd="/tmp",
+                          text=True, timeout=timeout, cwd=cli_cwd(),
                           env={"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC, **(env or {})})
 
 

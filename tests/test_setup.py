@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bareenv import BARE, sigint_default
+from bareenv import BARE, cli_cwd, sigint_default
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "setup"
 SRC = str(Path(__file__).resolve().parents[1] / "src")  # this checkout's envyard, not whichever one is installed
@@ -27,7 +27,7 @@ CACHE_HOME = Path(os.environ.get("ENVYARD_TEST_CACHE", "/var/tmp/envyard-test-ca
 def envyard(home, *args, timeout=900):
     return subprocess.run([sys.executable, "-m", "envyard.cli.main", *map(str, args)], capture_output=True, text=True,
                           env={"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": str(SRC)},
-                          timeout=timeout, cwd="/tmp")
+                          timeout=timeout, cwd=cli_cwd())
 
 
 def setup_cli(home, *args, timeout=900):
@@ -570,6 +570,8 @@ def test_setup_from_a_git_revision_and_from_a_tarball(home, tmp_path):
     assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
     data = json.loads(r.stdout)
     assert data["level"] == 4 and data["pass_ratio"] == 0.9 and data["image"] == "setup/tinycalc-v0.1:latest"
+    # without --out the contract goes to ./envyard-contract/<name> of the working directory
+    assert (Path(cli_cwd()) / "envyard-contract" / "setup-tinycalc-v0.1" / "setup.sh").is_file()
 
     archive = tmp_path / "tinycalc-0.1.0.tar.gz"
     with tarfile.open(archive, "w:gz") as t:

@@ -17,7 +17,7 @@ from envyard.setup.evidence import gather
 from envyard.setup.interpreters import host_interpreter
 from envyard.setup.plan import Candidate, plan
 
-from bareenv import BARE
+from bareenv import BARE, cli_cwd
 
 REPOS = Path(__file__).resolve().parent / "fixtures" / "repos"
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -25,7 +25,7 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 def setup_cli(home, *args, timeout=900):
     return subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", *map(str, args), "--json"],
-                          capture_output=True, text=True, timeout=timeout, cwd="/tmp",
+                          capture_output=True, text=True, timeout=timeout, cwd=cli_cwd(),
                           env={"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC})
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import envyard
 
-from bareenv import BARE
+from bareenv import BARE, cli_cwd
 
 REPOS = Path(__file__).resolve().parent / "fixtures" / "repos"
 
@@ -23,7 +23,7 @@ def setup_cli(home, *args, timeout=900):
     env = {"ENVYARD_HOME": str(home), **BARE,
            "PYTHONPATH": str(Path(envyard.__file__).resolve().parents[1])}  # this checkout's envyard
     return subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", *map(str, args)], capture_output=True,
-                          text=True, env=env, timeout=timeout, cwd="/tmp")
+                          text=True, env=env, timeout=timeout, cwd=cli_cwd())
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from envyard.setup.evidence import gather
 from envyard.setup.interpreters import host_interpreter
 from envyard.setup.plan import Candidate, plan
 
-from bareenv import BARE
+from bareenv import BARE, cli_cwd
 
 REPOS = Path(__file__).resolve().parent / "fixtures" / "repos"
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -201,7 +201,7 @@ def test_postgres_and_redis_are_provided_and_the_suite_passes(tmp_path):
     home = tmp_path / "home"
     env = {"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC}
     r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", str(src), "--python", "3.11", "--out",
-                        str(out), "--json"], capture_output=True, text=True, env=env, timeout=1400, cwd="/tmp")
+                        str(out), "--json"], capture_output=True, text=True, env=env, timeout=1400, cwd=cli_cwd())
     try:
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         data = json.loads(r.stdout)
@@ -243,7 +243,7 @@ def test_mysql_is_provided_as_mariadb_and_the_suite_passes(tmp_path):
     home = tmp_path / "home"
     env = {"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC}
     r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", str(REPOS / "mysql_app"), "--python", "3.11",
-                        "--out", str(out), "--json"], capture_output=True, text=True, env=env, timeout=1400, cwd="/tmp")
+                        "--out", str(out), "--json"], capture_output=True, text=True, env=env, timeout=1400, cwd=cli_cwd())
     try:
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         data = json.loads(r.stdout)
@@ -279,7 +279,7 @@ def test_a_server_the_test_run_could_not_reach_is_provided_and_the_tests_run_aga
     env = {"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC}
     r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", str(REPOS / "redis_found_app"),
                         "--python", "3.11", "--out", str(out), "--json"], capture_output=True, text=True, env=env,
-                       timeout=1400, cwd="/tmp")
+                       timeout=1400, cwd=cli_cwd())
     try:
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         data = json.loads(r.stdout)

@@ -22,7 +22,7 @@ import envyard
 from conftest import Scripted
 from envyard.envs import load_task, run_episode
 
-from bareenv import BARE
+from bareenv import BARE, cli_cwd
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "derive" / "minilib"
@@ -55,7 +55,7 @@ FAKE_JUNIT = ("\nimport atexit as _a, sys as _s\ndef _forge():\n    ids = {ids}\
 def cli(home, *args, timeout=900):
     return subprocess.run([sys.executable, "-m", "envyard.cli.main", *map(str, args)], capture_output=True,
                           text=True, env={"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC},
-                          timeout=timeout, cwd="/tmp")
+                          timeout=timeout, cwd=cli_cwd())
 
 
 @pytest.fixture(scope="module")
