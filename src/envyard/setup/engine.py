@@ -24,7 +24,7 @@ from pathlib import Path
 from ..errors import BadInput, BaseBuildError, EnvyardError
 from ..store import ImageConfig
 from ..yard import Yard
-from . import interpreters, pins, runners, services, subproject, verdict
+from . import checkout_version, interpreters, pins, runners, services, subproject, verdict
 from .evidence import Evidence, gather
 from .interpreters import Interpreter, SetupBaseError, setup_base
 from .plan import ENV, VENV, Recipe, ranked_or_installed
@@ -134,6 +134,7 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
     sub = subproject.find(src) if project_dir is None else subproject.given(src, project_dir)
     project = src / sub.subdir if sub else src
     ev = gather(project, repository=src if sub else None)
+    checkout_version.resolve(ev)  # an untagged checkout of a project versioned from git tags: the release it follows
     available = available or interpreters.available()
     cands, available = ranked_or_installed(ev, available, yard.store.home / "cache")
     repo_dir = f"{WORK_ROOT}/{re.sub(r'[^A-Za-z0-9._-]', '_', src.resolve().name) or 'project'}"

@@ -38,6 +38,11 @@ Fact kinds:
     service_code_env   an environment variable the test code reads (ast) that names a service
                        {"service", "name", "role": host|port|user|password|db|url|None, "default"} (testenv.py)
     source_date        ISO 8601 UTC date of the source (via "git" | "pkg-info" | "mtime")
+    git_untagged       the source is a git checkout with no tag reachable from its commit
+    vcs_version        the version comes from git tags   {"tool", "tag_prefix"} (setuptools-scm, versioneer, ...)
+    checkout_version   the release an untagged checkout is given {"version", "tag", "uploaded"}: added by
+                       envyard.setup.checkout_version from the package index, not read from a file
+    project_name       the distribution's name ([project], [tool.poetry], setup.cfg [metadata], a literal setup(name=))
     package_dir, top_level_package, top_level_module
 """
 
@@ -51,7 +56,7 @@ from packaging.utils import canonicalize_name
 
 from ..errors import BadInput
 from .sources import (ci, docker, docs, layout, nox, pyproject, requirements, setupcfg, setuppy, testenv, testing,
-                      tox)
+                      tox, versioning)
 from .sources.base import Fact, RepoFiles, Sink
 from .sources.knowledge import system_packages
 
@@ -120,6 +125,7 @@ _READERS = (
     ("pyproject.toml", lambda s: s.files.exists("pyproject.toml") and pyproject.read_pyproject(s)),
     ("setup.cfg", lambda s: s.files.exists("setup.cfg") and setupcfg.read_setup_cfg(s)),
     ("setup.py", lambda s: s.files.exists("setup.py") and setuppy.read_setup_py(s)),
+    ("vcs versioning", versioning.read_vcs_version),  # after the three that name build requirements
     ("requirements", requirements.read_all),
     ("Pipfile", lambda s: s.files.exists("Pipfile") and requirements.read_pipfile(s)),
     ("lock files", layout.read_lock_files),

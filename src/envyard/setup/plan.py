@@ -19,7 +19,7 @@ from typing import Callable
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from . import locks, pins, services
+from . import checkout_version, locks, pins, services
 from .evidence import Evidence
 from .interpreters import TOOLS_BIN, Interpreter, NoPython, install_failure, install_with_uv, minor
 from .runners import default_runner
@@ -51,7 +51,7 @@ ENV = {"VIRTUAL_ENV": VENV,
 
 @dataclass
 class Step:
-    kind: str  # venv | lock | requirements | project | packages | apt | services | repair | complete
+    kind: str  # venv | lock | requirements | version | project | packages | apt | services | repair | complete
     command: str  # a shell command, run in the project root
     why: str  # the evidence rule(s) or repair that produced it
 
@@ -313,6 +313,11 @@ def plan(ev: Evidence, cand: Candidate) -> Recipe:
                         f"interpreter: {interp.label}"))
     if cand.cutoff:
         r.notes.append(f"dependencies as of {cand.cutoff} (uv --exclude-newer)")
+    for fact in ev.of("checkout_version"):  # before anything installs the project (a requirement file's `-e .`)
+        if fact.value.get("version"):
+            r.steps.append(Step("version", checkout_version.tag_command(fact.value["tag"]), fact.value["why"]))
+        else:
+            r.warnings.append(fact.value["why"])
     _lock_step(ev, r)
     apt = sorted({f.value["name"] for f in ev.of("system_package")
                   if isinstance(f.value, dict) and f.value.get("when", "always") == "always"})

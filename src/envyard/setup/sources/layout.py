@@ -107,12 +107,17 @@ def _conda_environment(sink: Sink, rel: str) -> None:
 def read_source_date(sink: Sink) -> None:
     """The date of the source: the last commit's date when `.git` exists (read with `git log`, which runs no
     repository code; hooks and fsmonitor are disabled), else an sdist's PKG-INFO modification time, else the
-    newest modification time of the repository's files. A project in a subdirectory has its repository's date."""
+    newest modification time of the repository's files. A project in a subdirectory has its repository's date.
+    A git checkout with no tag reachable from its commit (a shallow clone between releases, a tree committed
+    without its history) also gets a `git_untagged` fact: tools that version from tags cannot name it."""
     root = sink.root
     if (sink.repository / ".git").exists():
         date = _git_date(sink.repository)
         if date:
             sink.add("source_date", date, ".git", None, "git")
+            if _git(sink.repository, "describe", "--tags", "--abbrev=0") is None:
+                sink.add("git_untagged", "no tag is reachable from the checked-out commit", ".git", None,
+                         "git describe")
             return
     if sink.files.exists("PKG-INFO"):
         try:
@@ -134,22 +139,26 @@ def read_source_date(sink: Sink) -> None:
 
 
 def _git_date(root) -> str | None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update({"GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"})
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(root), "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
-             "--no-pager", "log", "-1", "--no-show-signature", "--format=%cI"],
-            capture_output=True, text=True, timeout=10, env=env, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    text = out.stdout.strip()
-    if out.returncode != 0 or not text:
+    text = _git(root, "log", "-1", "--no-show-signature", "--format=%cI")
+    if not text:
         return None
     try:
         return datetime.fromisoformat(text).astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
     except ValueError:
         return None
+
+
+def _git(root, *args: str) -> str | None:
+    """The stripped output of a read-only git command in `root`, or None when it fails."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update({"GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"})
+    try:
+        out = subprocess.run(["git", "-C", str(root), "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
+                              "--no-pager", *args], capture_output=True, text=True, timeout=10, env=env,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
 
 
 def _iso(timestamp: float) -> str:
