@@ -99,6 +99,15 @@ def test_the_recipe_tags_first_or_warns_when_the_index_cannot_say(tmp_path):
     assert "version" not in [s.kind for s in recipe.steps]
     assert len(recipe.warnings) == 1 and "looking up pluggy's releases failed" in recipe.warnings[0]
 
+    bare = write(tmp_path / "bare", {"pyproject.toml": SCM_PYPROJECT, "pluggy.py": ""})
+    os.utime(bare / "pluggy.py", (1_713_600_000, 1_713_600_000))  # 2024-04-20 08:00 UTC
+    os.utime(bare / "pyproject.toml", (1_713_600_000, 1_713_600_000))
+    ev = gather(bare)
+    checkout_version.resolve(ev)
+    recipe = plan(ev, cand)
+    assert "version" not in [s.kind for s in recipe.steps]
+    assert recipe.env["SETUPTOOLS_SCM_PRETEND_VERSION_FOR_PLUGGY"] == "1.5.0"
+
     tagged = tmp_path / "tagged"
     write(tagged, {"pyproject.toml": SCM_PYPROJECT, "pluggy.py": ""})
     commit(tagged, "2024-04-20T20:00:00Z", tag="1.5.0")
@@ -119,9 +128,10 @@ def test_the_tag_step_leaves_tagged_and_plain_trees_alone(tmp_path):
     assert tags == ["0.9"] and not (plain / ".git").exists()
 
 
-def pluggy_checkout(tmp_path: Path) -> Path:
-    """pluggy 1.5.0's sdist as a git checkout without tags: no PKG-INFO nor generated _version.py, so the
-    version comes from git alone (setuptools-scm), committed an hour before the release's upload."""
+def pluggy_source(tmp_path: Path, *, git: bool) -> Path:
+    """pluggy 1.5.0's sdist without PKG-INFO and its generated _version.py, so that only git could give its
+    version (setuptools-scm): as a checkout with no tag, committed an hour before the release's upload, or as
+    a plain tree (file dates from the sdist)."""
     fetched = fetch_pypi("pypi:pluggy==1.5.0")
     try:
         repo = tmp_path / "pluggy"
@@ -131,15 +141,18 @@ def pluggy_checkout(tmp_path: Path) -> Path:
     for junk in ("PKG-INFO", "src/pluggy/_version.py"):
         (repo / junk).unlink()
     subprocess.run(["rm", "-rf", *map(str, repo.glob("src/*.egg-info"))], check=True)
-    commit(repo, "2024-04-20T20:30:00Z")
+    if git:
+        commit(repo, "2024-04-20T20:30:00Z")
     return repo
 
 
 @pytest.mark.timeout(900)
-def test_setup_of_an_untagged_pluggy_checkout_reaches_l4(tmp_path):
-    """Without the tag, pluggy's version is 0.1.dev1: pytest (which needs pluggy>=1.5) resolves to a release
-    from 2016 that cannot even import on 3.11, and setup stops at L1. Tagged 1.5.0, the suite passes."""
-    repo = pluggy_checkout(tmp_path)
+@pytest.mark.parametrize("git", [True, False], ids=["untagged-checkout", "no-git-metadata"])
+def test_setup_of_pluggy_without_its_version_reaches_l4(tmp_path, git):
+    """Without a version pluggy is 0.1.dev1 (or 0.0.0 by setuptools-scm's repair): pytest, which needs
+    pluggy>=1.5, resolves to a release from 2016 that cannot import on 3.11, and setup stops at L1. As the
+    release it follows, 1.5.0, the suite passes and the replay verifies it."""
+    repo = pluggy_source(tmp_path, git=git)
     out = tmp_path / "contract"
     env = {"ENVYARD_HOME": str(tmp_path / "home"), **BARE, "PYTHONPATH": SRC}
     try:
@@ -152,6 +165,8 @@ def test_setup_of_an_untagged_pluggy_checkout_reaches_l4(tmp_path):
     data = json.loads(r.stdout)
     assert data["level"] == 4 and data["pass_ratio"] >= 0.99 and data["verified"] is True, data["reason"]
     setup_sh = (out / "setup.sh").read_text()
-    assert "git tag 1.5.0" in setup_sh
-    assert setup_sh.index("git tag 1.5.0") < setup_sh.index(" -e '.[")  # before the project's install
-    assert not subprocess.run(["git", "tag"], cwd=repo, capture_output=True, text=True).stdout  # the user's own
+    if git:
+        assert setup_sh.index("git tag 1.5.0") < setup_sh.index(" -e '.[")  # before the project's install
+        assert not subprocess.run(["git", "tag"], cwd=repo, capture_output=True, text=True).stdout  # the user's
+    else:
+        assert "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_PLUGGY=1.5.0" in setup_sh and "git tag" not in setup_sh

@@ -1,19 +1,22 @@
-"""A version for a git checkout that has no tag behind it.
+"""A version for a source that cannot name its own.
 
-Projects that take their version from git tags (setuptools-scm, hatch-vcs, versioneer, ...) call such a
-checkout `0.1.devN` or `0+untagged`: a shallow clone of a commit between releases (what `envyard setup URL --rev
-SHA` fetches), or a tree committed without its history. Whatever pins the project's own release then fails to
-resolve or replaces the editable install with a release: dask's `dataframe` extra needs dask-expr, which pins
-`dask==<release>`; a pytest plugin in pytest's own test requirements needs `pytest>=7`.
+Projects that take their version from git tags (setuptools-scm, hatch-vcs, versioneer, ...) call a git checkout
+with no tag behind it `0.1.devN` or `0+untagged` — a shallow clone of a commit between releases (what `envyard
+setup URL --rev SHA` fetches), or a tree committed without its history — and setuptools-scm refuses a tree with
+neither `.git` nor PKG-INFO (a forge's archive of a commit). Whatever pins the project's own release then fails
+to resolve or backtracks: pytest needs `pluggy>=1.5`, so a pluggy set up from such a checkout gets a pytest from
+2016 that cannot import on 3.11; dask's `dataframe` extra needs dask-expr, which pins `dask==<release>`.
 
-The fix: tag the checked-out commit as the release it follows — the newest final release of the project on the
-package index uploaded no later than a day after the commit (a release is uploaded some hours after its tagged
-commit). Only the setup's copy of the source is tagged; setup.sh repeats the step guarded, so a checkout that has
-any reachable tag (a full clone) is left alone.
+The fix: the release the source follows — the newest final release of the project on the package index
+uploaded no later than a day after the source's date (a release is uploaded some hours after its tagged
+commit). A git checkout gets it as a lightweight tag, in a step setup.sh repeats guarded (a checkout with any
+reachable tag, a full clone, is left alone); a tree without git metadata gets setuptools-scm's per-project
+override variable (versioneer has none: it stays `0+unknown` there).
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from datetime import datetime, timedelta
 
@@ -25,40 +28,58 @@ from .evidence import Evidence, Fact
 from .sources_fetch import ACCEPT, INDEX
 
 GRACE = timedelta(days=1)  # a release's upload may come this long after its tagged commit
+SCM_BASED = ("setuptools-scm", "hatch-vcs", "flit-scm")  # the tools that read setuptools-scm's override
 
 
 def resolve(ev: Evidence, *, index: str = INDEX, timeout: float = 20) -> None:
-    """When `ev`'s source is an untagged checkout of a project versioned from git tags, add a `checkout_version`
-    fact: {"version", "tag", "uploaded", "why"}, or {"version": None, "why"} when the release it follows could
-    not be found (the checkout then keeps the version git gives it; the recipe warns)."""
-    if not ev.of("git_untagged") or not ev.of("vcs_version"):
+    """When `ev`'s project takes its version from git tags and its source cannot give one, add a
+    `checkout_version` fact: {"version", "uploaded", "why"} plus "tag" (a git checkout without a reachable tag:
+    setup.sh tags it) or "env" (a tree with neither `.git` nor PKG-INFO, e.g. a forge's archive of a commit:
+    setuptools-scm's per-project override, for the tools built on it); or {"version": None, "why"} when the
+    release it follows could not be found (the source then keeps the version its tool gives it; the recipe
+    warns)."""
+    tool = next(iter(ev.values("vcs_version")), None)
+    if tool is None:
+        return
+    untagged = bool(ev.of("git_untagged"))
+    bare = [f.via for f in ev.of("source_date")] == ["mtime"]  # no .git, no PKG-INFO: nothing knows the version
+    if not untagged and not (bare and tool["tool"] in SCM_BASED):
         return
     import httpx
 
-    tool = ev.of("vcs_version")[0].value
     names = [n for n in ev.values("project_name") if isinstance(n, str)]
     dates = [d for d in ev.values("source_date") if isinstance(d, str)]
-    unknown = f"the checkout has no tag, and {tool['tool']} takes the version from one: "
-    value: dict
+    what = "the checkout has no tag" if untagged else "the tree has no git metadata"
+    unknown = f"{what}, and {tool['tool']} takes the version from git: "
+    found = None
     if not names or not dates:
         value = {"version": None, "why": unknown + "the project's name or date is unknown, so the release it "
-                                                   "follows is too; it keeps the version git gives it"}
+                                                   "follows is too"}
     else:
         name, date = names[0], dates[0]
         try:
             found = release_before(name, _parse(date) + GRACE, index=index, timeout=timeout)
         except (httpx.HTTPError, ValueError, KeyError) as e:  # unreachable, or not the index's JSON
-            found, value = None, {"version": None, "why": unknown + f"looking up {name}'s releases failed "
-                                                                    f"({type(e).__name__}: {e})"}
+            value = {"version": None, "why": unknown + f"looking up {name}'s releases failed "
+                                                       f"({type(e).__name__}: {e})"}
         else:
             value = {"version": None, "why": unknown + f"no release of {name} on the index before {date[:10]}"}
-        if found:
-            version, uploaded = found
-            value = {"version": version, "tag": tool["tag_prefix"] + version, "uploaded": uploaded,
-                     "why": f"the checkout has no tag and {tool['tool']} takes the version from one: tagged as "
-                            f"{name} {version}, its newest release uploaded by the commit's date ({date[:10]}) "
-                            f"+ 1 day"}
-    ev.facts.append(Fact("checkout_version", value, ".git", None, "index"))
+    if found:
+        version, uploaded = found
+        how = f"tagged as {name} {version}" if untagged else f"{scm_variable(name)}={version}"
+        value = {"version": version, "uploaded": uploaded,
+                 "why": f"{what} and {tool['tool']} takes the version from git: {how}, the newest release on the "
+                        f"index by the source's date ({date[:10]}) + 1 day"}
+        if untagged:
+            value["tag"] = tool["tag_prefix"] + version
+        else:
+            value["env"] = {scm_variable(name): version}
+    ev.facts.append(Fact("checkout_version", value, ".git" if untagged else ".", None, "index"))
+
+
+def scm_variable(name: str) -> str:
+    """setuptools-scm's version override for one distribution (so a dependency built from source keeps its own)."""
+    return "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_" + re.sub(r"[^A-Z0-9]+", "_", canonicalize_name(name).upper())
 
 
 def release_before(name: str, by: datetime, *, index: str = INDEX, timeout: float = 20) -> tuple[str, str] | None:

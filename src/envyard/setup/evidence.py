@@ -40,8 +40,8 @@ Fact kinds:
     source_date        ISO 8601 UTC date of the source (via "git" | "pkg-info" | "mtime")
     git_untagged       the source is a git checkout with no tag reachable from its commit
     vcs_version        the version comes from git tags   {"tool", "tag_prefix"} (setuptools-scm, versioneer, ...)
-    checkout_version   the release an untagged checkout is given {"version", "tag", "uploaded"}: added by
-                       envyard.setup.checkout_version from the package index, not read from a file
+    checkout_version   the release a source that cannot name its version is given {"version", "tag" | "env",
+                       "uploaded", "why"}: added by envyard.setup.checkout_version from the package index
     project_name       the distribution's name ([project], [tool.poetry], setup.cfg [metadata], a literal setup(name=))
     package_dir, top_level_package, top_level_module
 """

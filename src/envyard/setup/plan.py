@@ -314,8 +314,11 @@ def plan(ev: Evidence, cand: Candidate) -> Recipe:
     if cand.cutoff:
         r.notes.append(f"dependencies as of {cand.cutoff} (uv --exclude-newer)")
     for fact in ev.of("checkout_version"):  # before anything installs the project (a requirement file's `-e .`)
-        if fact.value.get("version"):
+        if fact.value.get("tag"):
             r.steps.append(Step("version", checkout_version.tag_command(fact.value["tag"]), fact.value["why"]))
+        elif fact.value.get("env"):
+            r.env.update(fact.value["env"])
+            r.notes.append(fact.value["why"])
         else:
             r.warnings.append(fact.value["why"])
     _lock_step(ev, r)

@@ -606,7 +606,8 @@ def fetch_git(url: str, rev: str | None = None, *, timeout: float = 300) -> Fetc
     How: `git init` + `git ls-remote` (one quick round trip that tells an unreachable host, a missing
     repository and a missing rev apart), then `git fetch --depth 1` of the branch, tag, HEAD or full sha
     plus the tags that point at that commit (so `git describe` and setuptools-scm see a tag exactly on it;
-    off a tag, setuptools-scm sees no tag in a shallow history), and a detached checkout. A full sha the
+    off a tag the shallow history has none, and envyard.setup.checkout_version tags the setup's copy as the
+    release the commit follows), and a detached checkout. A full sha the
     server will not serve directly, or an abbreviated sha, falls back to fetching all branches and tags with
     `--filter=blob:none` (a full fetch where the server ignores filters). Submodules are not fetched. Git
     never prompts (GIT_TERMINAL_PROMPT=0, GIT_ASKPASS and
