@@ -64,6 +64,13 @@ def test_a_static_version_is_not_vcs_versioning(tmp_path):
     assert ev.of("vcs_version") == []
 
 
+def test_override_variables_per_tool():
+    assert checkout_version.override("hatch-vcs", "Service_Identity") == \
+        "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_SERVICE_IDENTITY"
+    assert checkout_version.override("pbr", "x") == "PBR_VERSION"
+    assert checkout_version.override("versioneer", "x") is None
+
+
 def test_untagged_checkout_is_noticed_and_a_tag_behind_head_is_enough(tmp_path):
     write(tmp_path, {"pyproject.toml": SCM_PYPROJECT, "pluggy.py": ""})
     commit(tmp_path, "2024-04-20T20:00:00Z")

@@ -11,7 +11,7 @@ The fix: the release the source follows — the newest final release of the proj
 uploaded no later than a day after the source's date (a release is uploaded some hours after its tagged
 commit). A git checkout gets it as a lightweight tag, in a step setup.sh repeats guarded (a checkout with any
 reachable tag, a full clone, is left alone); a tree without git metadata gets setuptools-scm's per-project
-override variable (versioneer has none: it stays `0+unknown` there).
+override variable, or pbr's (versioneer has none: it stays `0+unknown` there).
 """
 
 from __future__ import annotations
@@ -35,15 +35,14 @@ def resolve(ev: Evidence, *, index: str = INDEX, timeout: float = 20) -> None:
     """When `ev`'s project takes its version from git tags and its source cannot give one, add a
     `checkout_version` fact: {"version", "uploaded", "why"} plus "tag" (a git checkout without a reachable tag:
     setup.sh tags it) or "env" (a tree with neither `.git` nor PKG-INFO, e.g. a forge's archive of a commit:
-    setuptools-scm's per-project override, for the tools built on it); or {"version": None, "why"} when the
-    release it follows could not be found (the source then keeps the version its tool gives it; the recipe
-    warns)."""
+    the tool's override variable); or {"version": None, "why"} when the release it follows could not be found
+    (the source then keeps the version its tool gives it; the recipe warns)."""
     tool = next(iter(ev.values("vcs_version")), None)
     if tool is None:
         return
     untagged = bool(ev.of("git_untagged"))
     bare = [f.via for f in ev.of("source_date")] == ["mtime"]  # no .git, no PKG-INFO: nothing knows the version
-    if not untagged and not (bare and tool["tool"] in SCM_BASED):
+    if not untagged and not (bare and override(tool["tool"], "x")):
         return
     import httpx
 
@@ -66,20 +65,24 @@ def resolve(ev: Evidence, *, index: str = INDEX, timeout: float = 20) -> None:
             value = {"version": None, "why": unknown + f"no release of {name} on the index before {date[:10]}"}
     if found:
         version, uploaded = found
-        how = f"tagged as {name} {version}" if untagged else f"{scm_variable(name)}={version}"
+        how = f"tagged as {name} {version}" if untagged else f"{override(tool['tool'], name)}={version}"
         value = {"version": version, "uploaded": uploaded,
                  "why": f"{what} and {tool['tool']} takes the version from git: {how}, the newest release on the "
                         f"index by the source's date ({date[:10]}) + 1 day"}
         if untagged:
             value["tag"] = tool["tag_prefix"] + version
         else:
-            value["env"] = {scm_variable(name): version}
+            value["env"] = {override(tool["tool"], name): version}
     ev.facts.append(Fact("checkout_version", value, ".git" if untagged else ".", None, "index"))
 
 
-def scm_variable(name: str) -> str:
-    """setuptools-scm's version override for one distribution (so a dependency built from source keeps its own)."""
-    return "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_" + re.sub(r"[^A-Z0-9]+", "_", canonicalize_name(name).upper())
+def override(tool: str, name: str) -> str | None:
+    """The variable that sets `tool`'s version of distribution `name` without git, if it has one: setuptools-scm's
+    per-project override (so a dependency built from source keeps its own), which hatch-vcs and flit-scm read
+    too; pbr's PBR_VERSION."""
+    if tool in SCM_BASED:
+        return "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_" + re.sub(r"[^A-Z0-9]+", "_", canonicalize_name(name).upper())
+    return "PBR_VERSION" if tool == "pbr" else None
 
 
 def release_before(name: str, by: datetime, *, index: str = INDEX, timeout: float = 20) -> tuple[str, str] | None:

@@ -13,10 +13,8 @@ from .base import Sink
 from .ini import parse_ini
 
 # Build requirements that derive the version from `git describe` (or git tags some other way).
-TOOLS = {"setuptools-scm": "setuptools-scm", "hatch-vcs": "hatch-vcs", "versioneer": "versioneer",
-         "setuptools-git-versioning": "setuptools-git-versioning", "poetry-dynamic-versioning":
-         "poetry-dynamic-versioning", "dunamai": "dunamai", "flit-scm": "flit-scm", "vcversioner": "vcversioner",
-         "pbr": "pbr", "setuptools-git-version": "setuptools-git-version"}
+TOOLS = frozenset({"setuptools-scm", "hatch-vcs", "versioneer", "setuptools-git-versioning",
+                   "poetry-dynamic-versioning", "dunamai", "flit-scm", "vcversioner", "pbr", "setuptools-git-version"})
 _USE_SCM = re.compile(r"\buse_scm_version\s*=")
 
 
@@ -26,7 +24,7 @@ def read_vcs_version(sink: Sink) -> None:
     for fact in sink.of("build_requirement"):
         name = fact.value.get("name") if isinstance(fact.value, dict) else None
         if name and canonicalize_name(name) in TOOLS:
-            tool, where = TOOLS[canonicalize_name(name)], fact
+            tool, where = canonicalize_name(name), fact
             break
     prefix = ""
     pyproject = _toml(sink, "pyproject.toml")
