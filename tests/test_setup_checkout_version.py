@@ -91,16 +91,16 @@ def test_release_before_asks_the_real_index():
 
 
 def test_the_recipe_tags_first_or_warns_when_the_index_cannot_say(tmp_path):
-    write(tmp_path, {"pyproject.toml": SCM_PYPROJECT, "pluggy.py": ""})
-    commit(tmp_path, "2024-04-20T20:00:00Z")
+    checkout = write(tmp_path / "checkout", {"pyproject.toml": SCM_PYPROJECT, "pluggy.py": ""})
+    commit(checkout, "2024-04-20T20:00:00Z")
     cand = Candidate(available()[0])
-    ev = gather(tmp_path)
+    ev = gather(checkout)
     checkout_version.resolve(ev)
     recipe = plan(ev, cand)
     assert [s.kind for s in recipe.steps][:2] == ["venv", "version"] and recipe.warnings == []
     assert "git tag 1.5.0" in recipe.steps[1].command and "pluggy 1.5.0" in recipe.steps[1].why
 
-    down = gather(tmp_path)
+    down = gather(checkout)
     checkout_version.resolve(down, index="http://127.0.0.1:9/simple", timeout=5)  # nothing listens on port 9
     recipe = plan(down, cand)
     assert "version" not in [s.kind for s in recipe.steps]
@@ -114,6 +114,12 @@ def test_the_recipe_tags_first_or_warns_when_the_index_cannot_say(tmp_path):
     recipe = plan(ev, cand)
     assert "version" not in [s.kind for s in recipe.steps]
     assert recipe.env["SETUPTOOLS_SCM_PRETEND_VERSION_FOR_PLUGGY"] == "1.5.0"
+
+    inside = write(tmp_path / "repo", {"pkg/pyproject.toml": SCM_PYPROJECT, "pkg/pluggy.py": ""})
+    (inside / ".git").mkdir()  # a checkout git cannot read (another owner: "dubious ownership"): not a bare tree
+    ev = gather(inside / "pkg")
+    checkout_version.resolve(ev)
+    assert [f.via for f in ev.of("source_date")] == ["mtime"] and ev.of("checkout_version") == []
 
     tagged = tmp_path / "tagged"
     write(tagged, {"pyproject.toml": SCM_PYPROJECT, "pluggy.py": ""})

@@ -41,7 +41,9 @@ def resolve(ev: Evidence, *, index: str = INDEX, timeout: float = 20) -> None:
     if tool is None:
         return
     untagged = bool(ev.of("git_untagged"))
-    bare = [f.via for f in ev.of("source_date")] == ["mtime"]  # no .git, no PKG-INFO: nothing knows the version
+    # no PKG-INFO and no .git here or above (one git could not read, e.g. another user's, does not count)
+    bare = ([f.via for f in ev.of("source_date")] == ["mtime"]
+            and not any((d / ".git").exists() for d in (ev.root, *ev.root.parents)))
     if not untagged and not (bare and override(tool["tool"], "x")):
         return
     import httpx
