@@ -87,7 +87,8 @@ def test_release_before_asks_the_real_index():
     version, uploaded = checkout_version.release_before("Pluggy", at + checkout_version.GRACE)
     assert version == "1.5.0" and uploaded.startswith("2024-04-20T21:34")
     assert checkout_version.release_before("pluggy", datetime(2000, 1, 1, tzinfo=timezone.utc)) is None
-    assert checkout_version.release_before("no-such-project-envyard-xyz", at) is None
+    with pytest.raises(LookupError):
+        checkout_version.release_before("no-such-project-envyard-xyz", at)
 
 
 def test_the_recipe_tags_first_or_warns_when_the_index_cannot_say(tmp_path):
@@ -120,6 +121,13 @@ def test_the_recipe_tags_first_or_warns_when_the_index_cannot_say(tmp_path):
     ev = gather(inside / "pkg")
     checkout_version.resolve(ev)
     assert [f.via for f in ev.of("source_date")] == ["mtime"] and ev.of("checkout_version") == []
+
+    unpublished = write(tmp_path / "app", {"pyproject.toml": SCM_PYPROJECT.replace('"pluggy"',
+                                                                                 '"no-such-project-envyard-xyz"')})
+    commit(unpublished, "2024-04-20T20:00:00Z")
+    ev = gather(unpublished)
+    checkout_version.resolve(ev)
+    assert ev.of("git_untagged") and ev.of("checkout_version") == []  # not on the index: nothing to pin, no warning
 
     tagged = tmp_path / "tagged"
     write(tagged, {"pyproject.toml": SCM_PYPROJECT, "pluggy.py": ""})

@@ -60,6 +60,8 @@ def resolve(ev: Evidence, *, index: str = INDEX, timeout: float = 20) -> None:
         name, date = names[0], dates[0]
         try:
             found = release_before(name, _parse(date) + GRACE, index=index, timeout=timeout)
+        except LookupError:
+            return  # not published: nothing can pin its releases, and the version git gives it is as good as any
         except (httpx.HTTPError, ValueError, KeyError) as e:  # unreachable, or not the index's JSON
             value = {"version": None, "why": unknown + f"looking up {name}'s releases failed "
                                                        f"({type(e).__name__}: {e})"}
@@ -89,13 +91,13 @@ def override(tool: str, name: str) -> str | None:
 
 def release_before(name: str, by: datetime, *, index: str = INDEX, timeout: float = 20) -> tuple[str, str] | None:
     """The newest final release of `name` on the index with a file uploaded no later than `by`, and that
-    upload's time; None when there is none (or the project is not on the index)."""
+    upload's time; None when there is none. Raises LookupError when the index has no project of that name."""
     import httpx
 
     name = canonicalize_name(name)
     resp = httpx.get(f"{index}/{name}/", headers={"Accept": ACCEPT}, timeout=timeout, follow_redirects=True)
     if resp.status_code == 404:
-        return None
+        raise LookupError(f"no project {name} on {index}")
     resp.raise_for_status()
     best: tuple[Version, str] | None = None
     for f in resp.json().get("files", []):
