@@ -1,5 +1,6 @@
-"""An untagged git checkout of a project versioned from git tags gets the release it follows
-(envyard.setup.checkout_version): evidence, the index lookup, the recipe step, and a real setup of pluggy."""
+"""A project versioned from git tags, set up from an untagged checkout or a tree without git metadata, gets the
+release it follows (envyard.setup.checkout_version): evidence, the index lookup, the recipe, and real setups of
+pluggy both ways."""
 
 from __future__ import annotations
 
