@@ -106,11 +106,13 @@ def test_the_console_script_does_not_load_typer_rich_or_pydantic_for_run():
 
 # Modules a plain `envyard run` must not import: the typer CLI and its helpers, typing (runtime/protocols.py),
 # and what only other features use (file access, warm pools, other backends); dataclasses (with inspect, ast
-# and dis: the records on this path are envyard.record classes) and platform. hashlib and glob are allowed only
-# when the host mask is rebuilt (a new store, a changed user database): a start that reuses the recorded mask
-# needs neither. (Still imported, and needed: pathlib, sqlite3, subprocess, shutil, json, re.)
+# and dis: the records on this path are envyard.record classes), platform, and shutil (with zlib, bz2 and lzma:
+# envyard.which finds programs). hashlib and glob are allowed only when the host mask is rebuilt (a new store,
+# a changed user database): a start that reuses the recorded mask needs neither. (Still imported, and needed:
+# pathlib, sqlite3, subprocess, json, re.)
 NOT_ON_RUN_PATH = ("typer", "rich", "pydantic", "click", "typing", "asyncio", "pyseccomp", "ctypes", "logging",
                    "random", "socket", "concurrent.futures", "dataclasses", "inspect", "ast", "dis", "platform",
+                   "shutil", "bz2", "lzma",
                    "envyard.runtime.protocols", "envyard.runtime.files", "envyard.runtime.applylayer",
                    "envyard.runtime.warm", "envyard.runtime.docker_backend")
 ONLY_FOR_A_NEW_MASK = ("hashlib", "glob", "envyard.bases.hostmask")

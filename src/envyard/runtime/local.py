@@ -16,7 +16,6 @@ import json
 import os
 import resource
 import select
-import shutil
 import signal
 import subprocess
 import threading
@@ -39,6 +38,7 @@ from .holder import (AS_USER_SCRIPT, HOLDER_SCRIPT, IPC_MOUNT, ROOT_USERS, check
                      session_loop_script)
 from .result import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_SPILL, ExecResult, OutputBuffer, SpillBudget
 from ..log import log
+from ..which import which
 
 
 # Docker's default capability set minus MKNOD (a device node could expose the host's disks).
@@ -803,7 +803,7 @@ def copy_upper(store: Store, upper: Path, pid_ns: int, init_pid: int) -> Path:
 def _pdeathsig_prefix() -> tuple[str, ...]:
     """util-linux's setpriv, if it can set PR_SET_PDEATHSIG (2.33+): the kernel then kills the program when the
     thread that started it dies. subprocess cannot do this without a preexec_fn, unsafe with threads."""
-    setpriv = shutil.which("setpriv")
+    setpriv = which("setpriv")
     prefix = (setpriv, "--pdeathsig", "KILL", "--")
     if setpriv and subprocess.run([*prefix, "true"], capture_output=True).returncode == 0:
         return prefix

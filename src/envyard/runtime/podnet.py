@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import struct
 import subprocess
 import threading
 import time
 
 from ..errors import BadInput, HostUnsupported
+from ..which import which
 from . import userns
 
 CLONE_NEWNET = 0x40000000
@@ -116,7 +116,7 @@ class PodNetwork:
                 self.internet = True
 
     def _start_slirp(self) -> None:
-        slirp = shutil.which("slirp4netns", path="/usr/bin:/bin:/usr/local/bin")
+        slirp = which("slirp4netns", path="/usr/bin:/bin:/usr/local/bin")
         if slirp is None:
             raise HostUnsupported("a pod network with internet access needs slirp4netns, which is not installed",
                                   fix="apt-get install slirp4netns (scripts/install.sh does), or run the pod "
@@ -145,7 +145,7 @@ class PodNetwork:
 
 
 def _tool(name: str) -> str:
-    path = shutil.which(name, path="/usr/bin:/bin:/usr/sbin:/sbin")
+    path = which(name, path="/usr/bin:/bin:/usr/sbin:/sbin")
     if path is None:
         raise HostUnsupported(f"`{name}` (util-linux) is not installed", fix="apt-get install util-linux")
     return path

@@ -18,11 +18,11 @@ from __future__ import annotations
 import fcntl
 import functools
 import os
-import shutil
 import subprocess
 import time
 
 from ..errors import HostUnsupported
+from ..which import which
 
 IDENTITY_MAP = "0 0 4294967295\n"
 
@@ -69,7 +69,7 @@ def namespace_fd() -> int:
 
 def _start_child() -> subprocess.Popen:
     """A child that makes the namespace and waits on stdin while we write its maps."""
-    unshare = shutil.which("unshare", path="/usr/bin:/bin")
+    unshare = which("unshare", path="/usr/bin:/bin")
     if unshare is None:
         raise HostUnsupported("`unshare` (util-linux) is not installed", fix="apt-get install util-linux")
     return subprocess.Popen([unshare, "--user", "--", "/bin/sh", "-c", "read _"], stdin=subprocess.PIPE,

@@ -24,13 +24,13 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import shutil
 import struct
 import subprocess
 from pathlib import Path
 
 from ..errors import HostUnsupported
 from ..log import log
+from ..which import which
 
 
 # btrfs ioctls (linux/btrfs.h): _IOC(dir, 0x94, nr, size).
@@ -95,7 +95,7 @@ class SandboxVolume:
     def _mount(self) -> None:
         if os.geteuid() != 0:
             raise HostUnsupported("per-sandbox disk limits need root (a loop-mounted volume)")
-        mkfs = shutil.which("mkfs.btrfs") or shutil.which("mkfs.btrfs", path="/usr/sbin:/sbin")
+        mkfs = which("mkfs.btrfs") or which("mkfs.btrfs", path="/usr/sbin:/sbin")
         if "btrfs" not in Path("/proc/filesystems").read_text():
             raise HostUnsupported("the kernel has no btrfs, which per-sandbox disk limits use")
         fresh = not self.image.exists()
@@ -165,7 +165,7 @@ class SandboxVolume:
         sandboxes and layers free their blocks inside btrfs, but the sparse image file keeps them allocated
         until they are discarded: `discard=async` gets to it late or not at all (a test store's 2.2 GB file held
         6 MB of data). fstrim discards them now. 0 when the volume is not mounted or fstrim is missing."""
-        fstrim = shutil.which("fstrim", path=SYSTEM_PATH)
+        fstrim = which("fstrim", path=SYSTEM_PATH)
         if fstrim is None or not os.path.ismount(self.root):
             return 0
         before = os.stat(self.image).st_blocks

@@ -20,7 +20,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -491,11 +490,31 @@ def build_dir_builder_alive(name: str) -> bool:
         return False
 
 
+def _remove_flat_dir(path: Path) -> bool:
+    """Remove a directory whose subdirectories are empty (a closed sandbox's: `ipc/`, `spill/`); False, with
+    whatever could not go left in place, when it holds more. Symbolic links are removed, never followed."""
+    try:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    os.rmdir(entry.path)
+                else:
+                    os.unlink(entry.path)
+        os.rmdir(path)
+        return True
+    except OSError:
+        return False
+
+
 def remove_tree(path: Path) -> None:
     """rm -rf that also copes with read-only dirs and odd files left by sandboxes (we are often root)."""
     if not os.path.lexists(path):
         return
     if path.is_dir() and not path.is_symlink():
+        if _remove_flat_dir(path):
+            return
+        import shutil  # here, not at the top: it costs 1.3 ms (zlib, bz2, lzma), and a sandbox's dir needs none
+
         shutil.rmtree(path, ignore_errors=True)
         if os.path.lexists(path):  # rm copes with odd modes that shutil gives up on
             subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=False)
