@@ -164,3 +164,27 @@ def test_nul_bytes_are_refused_not_dropped(shared):
     with pytest.raises(envyard.BadInput, match="NUL"):
         shared.exec("printf ok\0; touch /tmp/nul-ran")
     assert shared.exec("test -e /tmp/nul-ran").exit_code == 1  # nothing ran
+
+
+def test_numbers_beyond_int_and_float_are_still_numbers():
+    """validate checks int and float first and imports numbers only for anything else (numpy's scalars,
+    Fraction): those stay accepted, and strings, bools and complex numbers stay refused."""
+    from fractions import Fraction
+
+    from envyard import validate
+    from envyard.errors import BadInput
+
+    class Count(int):  # an int subclass
+        pass
+
+    assert validate.timeout(Fraction(3, 2)) == 1.5 and validate.timeout(2) == 2.0
+    assert validate.integer(Count(7), "pids", minimum=1) == 7
+    for bad in ("3", True, 1 + 2j):
+        with pytest.raises(BadInput):
+            validate.timeout(bad)
+    for bad in (Fraction(3, 1), 3.0, "3", False):
+        with pytest.raises(BadInput):
+            validate.integer(bad, "pids", minimum=1)
+    numpy = pytest.importorskip("numpy")
+    assert validate.integer(numpy.int64(5), "pids", minimum=1) == 5
+    assert validate.timeout(numpy.float32(0.5)) == 0.5
