@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -141,6 +142,22 @@ def test_a_pass_that_breaks_a_test_is_rolled_back(home, tmp_path):
     assert data["missing_imports"] == 4  # the environment before the pass
     assert not [s for s in data["recipe"]["steps"] if s["kind"] == "complete"]
     assert "tomli-w" not in (tmp_path / "contract" / "requirements.lock").read_text()
+
+
+def test_a_suite_that_outlasts_the_limit_is_not_run_again_by_the_pass(home, tmp_path):
+    """The tests' run passed the step limit before the pass: the pass is judged on collection and missing
+    imports, and does not spend the limit a second time (dask's suite: 600 s for nothing)."""
+    src = tmp_path / "imports_app"
+    shutil.copytree(REPOS / "imports_app", src)
+    (src / "tests" / "test_slow.py").write_text("import time\n\n\ndef test_slow():\n    time.sleep(3600)\n")
+    t = time.monotonic()
+    r = setup_cli(home, src, "--out", tmp_path / "contract", "--python", "3.11", "--timeout", "40")
+    data = json.loads(r.stdout)
+    c = data["completion"]
+    assert c["kept"] is True and c["missing_after"] == 0 and "not run again" in c["tests"], c
+    assert c["seconds"] < 40, c  # no second 40 s test run
+    assert data["level"] == 3 and "passed the 40s limit" in data["reason"], data["reason"]
+    assert time.monotonic() - t < 300
 
 
 def test_no_complete_leaves_the_imports_missing(home, tmp_path):
