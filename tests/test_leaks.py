@@ -172,7 +172,7 @@ def test_concurrent_processes_share_a_store(tmp_path):
 
 def test_missing_bwrap_is_explained(monkeypatch):
     bwrap.find_bwrap.cache_clear()
-    monkeypatch.setattr(bwrap.shutil, "which", lambda name: None)
+    monkeypatch.setattr(bwrap, "which", lambda name: None)
     monkeypatch.setattr(bwrap, "_wheel_bwrap", lambda: None)
     try:
         with pytest.raises(envyard.HostUnsupported) as e:
@@ -188,7 +188,7 @@ def test_too_old_bwrap_is_explained(monkeypatch, tmp_path):
     old.write_text("#!/bin/sh\necho 'bubblewrap 0.8.0'\n")
     old.chmod(0o755)
     bwrap.find_bwrap.cache_clear()
-    monkeypatch.setattr(bwrap.shutil, "which", lambda name: str(old))
+    monkeypatch.setattr(bwrap, "which", lambda name: str(old))
     monkeypatch.setattr(bwrap, "_wheel_bwrap", lambda: None)
     try:
         with pytest.raises(envyard.HostUnsupported, match="0.8.0"):
