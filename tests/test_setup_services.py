@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from envyard.setup import services
+from envyard.setup import services, verdict
 from envyard.setup.evidence import gather
 from envyard.setup.interpreters import host_interpreter
 from envyard.setup.plan import Candidate, plan
@@ -53,6 +53,10 @@ def test_parse_url():
     ("PGHOST", "localhost", "127.0.0.1"),
     ("PGHOST", "db.internal.example", "db.internal.example"),
     ("PGPORT", "5432", "5432"),
+    ("MEMCACHED_SERVERS", "memcached:11211", "127.0.0.1:11211"),  # host:port in a variable that holds an address
+    ("CACHE_LOCATION", "localhost:11311", "127.0.0.1:11311"),
+    ("MEMCACHED_SERVERS", "cache.example.com:11211", "cache.example.com:11211"),  # a real host: kept
+    ("DJANGO_SETTINGS_MODULE", "settings:1", "settings:1"),  # not an address variable: kept
 ])
 def test_rewrite_hosts(name, value, expect):
     assert services.rewrite(name, value) == expect
@@ -263,6 +267,50 @@ def test_services_are_rebuilt_from_the_recipe_and_defaults_are_usable():
     pg = services.default("postgres", "the test run")
     assert pg.port == 5432 and pg.users and pg.databases
     assert services.from_dict(pg.to_dict()) == pg
+
+
+def test_memcached_from_ci_services_and_its_host_port_variable(tmp_path):
+    r = recipe(REPOS / "memcached_app")
+    assert [(s["kind"], s["port"], s["packages"]) for s in r.services] == [("memcached", 11211, ["memcached"])]
+    assert r.env == {"MEMCACHED_SERVERS": "127.0.0.1:11211"} and not r.services_missing
+    start = services.start_script([services.from_dict(r.services[0])])
+    # ready means listening on 127.0.0.1:11211, as /proc/net/tcp writes it (hex port, state 0A)
+    assert "memcached -d -u memcache -l 127.0.0.1 -p 11211" in start and " 0100007F:2BCB 00000000:0000 0A " in start
+    # another port, from the only address the project's variables give
+    root = write(tmp_path, {"setup.py": "from setuptools import setup\nsetup(name='x')\n",
+                            "tox.ini": "[testenv]\nsetenv =\n    MEMCACHED_SERVERS = localhost:11311\n"})
+    svc = services.from_dict(recipe(root).services[0])
+    assert (svc.kind, svc.port) == ("memcached", 11311) and ":2C2F " in services.start_script([svc])
+    assert "envyard-memcached.pid" in services.stop_script([svc])
+
+
+def test_a_refused_memcached_connection_names_memcached():
+    out = ("tests/test_cache.py::test_get FAILED\n"
+           "E   ConnectionRefusedError: [Errno 111] Connection refused (memcached at 127.0.0.1:11211)\n")
+    assert verdict.connection_failures(output=out)["services"] == ["memcached"]
+    svc = services.default("memcached", "the test run")
+    assert (svc.kind, svc.port, svc.packages) == ("memcached", 11211, ["memcached"])
+
+
+@pytest.mark.timeout(1500)  # apt installs memcached (twice: the search and the clean replay)
+def test_memcached_is_provided_and_the_suite_talks_to_it(tmp_path):
+    out = tmp_path / "contract"
+    home = tmp_path / "home"
+    env = {"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC}
+    r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", str(REPOS / "memcached_app"),
+                        "--python", "3.11", "--out", str(out), "--json"], capture_output=True, text=True, env=env,
+                       timeout=1400, cwd=cli_cwd())
+    try:
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        data = json.loads(r.stdout)
+        # the tests store, read and increment values: only a real server passes them
+        assert data["status"] == "verified" and data["pass_ratio"] == 1.0 and data["tests_total"] == 4, data["reason"]
+        assert data["replay"]["statuses_same"] == 4  # the clean replay installed and started it from the contract
+        contract = tomllib.loads((out / "envyard.toml").read_text())
+        assert [(s["kind"], s["port"]) for s in contract["service"]] == [("memcached", 11211)]
+        assert "memcached" in (out / "setup.sh").read_text() and services.START in (out / "test.sh").read_text()
+    finally:
+        subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env=env, capture_output=True)
 
 
 def test_a_server_named_only_in_code_is_not_planned():

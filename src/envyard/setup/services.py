@@ -1,13 +1,13 @@
 """Services the tests expect (databases, caches), provided inside the environment.
 
 Evidence notices services (CI `services:`, compose files, environment variables that name them; see
-`data/services.toml`). For the kinds envyard knows how to provide — PostgreSQL, MySQL (as MariaDB) and Redis,
-from Debian's archive —
-the plan adds an apt step that installs the server and a step that writes `/opt/envyard/services/start.sh` and
+`data/services.toml`). For the kinds envyard knows how to provide — PostgreSQL, MySQL (as MariaDB), Redis and
+memcached, from Debian's archive — the plan adds an apt step that installs the server and a step that writes `/opt/envyard/services/start.sh` and
 `stop.sh`. start.sh starts each server as its own user (no systemd: `pg_ctlcluster`, `mariadbd` in the
-background, `redis-server --daemonize`),
+background, `redis-server --daemonize`, `memcached -d`),
 on 127.0.0.1 at the port the project uses (the default unless its settings name another), waits until it answers
-(`pg_isready`, `mariadb-admin ping`, `redis-cli ping`, at most 30 s), and creates the roles, passwords and
+(`pg_isready`, `mariadb-admin ping`, `redis-cli ping`; for memcached, which ships no client, until its port
+listens), at most 30 s, and creates the roles, passwords and
 databases the project
 expects (from its CI service's settings — POSTGRES_USER/POSTGRES_PASSWORD/POSTGRES_DB — and the URLs and PG*
 variables its tests get; defaults postgres/postgres and a database `test`). When a server cannot start it says
@@ -18,7 +18,7 @@ that runs the tests is wrapped (`wrap`): start.sh, the tests, then stop.sh. The 
 project's CI gives its tests (DATABASE_URL, PGHOST, REDIS_URL...) are exported, with a host that names a CI
 service container or localhost (`postgres`, `db`, `localhost`) rewritten to 127.0.0.1.
 
-A kind envyard cannot provide (MongoDB, Elasticsearch...) is `missing`: the tests cannot all run, so such a
+A kind envyard cannot provide (MongoDB, Elasticsearch, RabbitMQ...) is `missing`: the tests cannot all run, so such a
 result never counts as verified.
 """
 
@@ -41,7 +41,8 @@ FAILED_EXIT = 97
 # What envyard can provide: the Debian packages and the default port of each kind.
 KINDS = {"postgres": {"packages": ["postgresql"], "port": 5432},
          "mysql": {"packages": ["mariadb-server", "mariadb-client"], "port": 3306},
-         "redis": {"packages": ["redis-server"], "port": 6379}}
+         "redis": {"packages": ["redis-server"], "port": 6379},
+         "memcached": {"packages": ["memcached"], "port": 11211}}
 DEFAULT_USER, DEFAULT_PASSWORD, DEFAULT_DB = "postgres", "postgres", "test"
 MYSQL_USER, MYSQL_PASSWORD = "root", "root"  # the mysql image's MYSQL_ROOT_PASSWORD as CI configs often set it
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "0.0.0.0", "::1", "[::1]", "host.docker.internal"}
@@ -49,6 +50,8 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,62}$")
 _SECRET = re.compile(r"^[\x21-\x7e]{1,200}$")  # printable, no spaces
 _REDIS_SECRET = re.compile(r"^[A-Za-z0-9._~!@#%^&*+=,:;?/-]{1,200}$")  # no quotes: redis.conf reads it bare
 _MYSQL_NAME = re.compile(r"^[A-Za-z0-9_$-]{1,64}$")  # a database name MariaDB takes inside backquotes
+_HOST_PORT = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]*):(\d{1,5})")  # `memcached:11211` in MEMCACHED_SERVERS
+_ADDRESS_NAME = re.compile(r"(?:HOST|HOSTS|SERVER|SERVERS|ADDR|ADDRESS|LOCATION)$")
 _GHA_PORT = re.compile(r"\$\{\{\s*job\.services\.[\w-]+\.ports\[\s*['\"]?(\d+)['\"]?\s*\]\s*\}\}")
 
 
@@ -79,7 +82,7 @@ class Services:
 def default(kind: str, why: str) -> Service:
     """A service of `kind` with envyard's defaults (its usual port, the common role and database): for tests that
     turned out, when run, to need a server no evidence named (settings with `redis://127.0.0.1:6379` in code)."""
-    svc = _postgres({}, []) if kind == "postgres" else _mysql({}, []) if kind == "mysql" else _redis([])
+    svc = _build(kind, {}, [])
     svc.evidence = [why]
     return svc
 
@@ -111,7 +114,8 @@ def local_host(host: str) -> bool:
 
 
 def rewrite(name: str, value: str) -> str:
-    """The value with a local or CI-container host rewritten to 127.0.0.1 (URLs; *_HOST variables)."""
+    """The value with a local or CI-container host rewritten to 127.0.0.1 (URLs; *_HOST variables; `host:port`
+    in a variable that holds an address, such as MEMCACHED_SERVERS)."""
     if "://" in value:
         try:
             parts = urlsplit(value)
@@ -125,6 +129,9 @@ def rewrite(name: str, value: str) -> str:
         return value
     if name.upper().endswith("HOST") and local_host(value):
         return "127.0.0.1"
+    m = _HOST_PORT.fullmatch(value)
+    if m and _ADDRESS_NAME.search(name.upper()) and local_host(m.group(1)):
+        return f"127.0.0.1:{m.group(2)}"
     return value
 
 
@@ -190,9 +197,7 @@ def needed(ev: Evidence) -> Services:
         if kind not in KINDS:
             out.missing[kind] = where[0]
             continue
-        env = env_of.get(kind, [])
-        svc = (_postgres(settings.get(kind, {}), env) if kind == "postgres" else
-               _mysql(settings.get(kind, {}), env) if kind == "mysql" else _redis(env))
+        svc = _build(kind, settings.get(kind, {}), env_of.get(kind, []))
         svc.evidence = where[:5]
         svc.init_sql = init_sql.get(kind, [])[:MAX_INIT_SQL]
         out.provided.append(svc)
@@ -241,7 +246,8 @@ def _code_env(svc: Service, reads: list[dict], out: Services) -> None:
         elif role == "url" and not located:
             value = (f"postgresql://{user}:{password}@127.0.0.1:{svc.port}/{db_default}" if svc.kind == "postgres"
                      else f"mysql://{user}:{password}@127.0.0.1:{svc.port}/{db_default}" if svc.kind == "mysql"
-                     else f"redis://{(':' + svc.password + '@') if svc.password else ''}127.0.0.1:{svc.port}/0")
+                     else f"redis://{(':' + svc.password + '@') if svc.password else ''}127.0.0.1:{svc.port}/0"
+                     if svc.kind == "redis" else f"127.0.0.1:{svc.port}")  # memcached's clients take host:port
         if value is None:
             continue
         out.env[name] = value
@@ -265,6 +271,17 @@ def _port(env: list[tuple[str, str]], names: tuple[str, ...], default: int) -> i
         elif name in names and value.isdigit():
             ports.add(int(value))
     return ports.pop() if len(ports) == 1 and 0 < next(iter(ports)) < 65536 else default
+
+
+def _build(kind: str, settings: dict[str, str], env: list[tuple[str, str]]) -> Service:
+    """A service of `kind` (one of KINDS) as the project's CI settings and variables describe it."""
+    if kind == "postgres":
+        return _postgres(settings, env)
+    if kind == "mysql":
+        return _mysql(settings, env)
+    if kind == "redis":
+        return _redis(env)
+    return _memcached(env)
 
 
 def _postgres(settings: dict[str, str], env: list[tuple[str, str]]) -> Service:
@@ -358,6 +375,13 @@ def _redis(env: list[tuple[str, str]]) -> Service:
         if name == "REDIS_PASSWORD" and _REDIS_SECRET.match(value):
             svc.password = value
     return svc
+
+
+def _memcached(env: list[tuple[str, str]]) -> Service:
+    ports = {int(m.group(2)) for _name, value in env for m in [_HOST_PORT.fullmatch(value)] if m}
+    port = ports.pop() if len(ports) == 1 and 0 < next(iter(ports)) < 65536 else 11211
+    return Service("memcached", _port(env, ("MEMCACHED_PORT", "MEMCACHE_PORT"), port),
+                   list(KINDS["memcached"]["packages"]))
 
 
 # ---------------------------------------------------------------------------------------------------- scripts
@@ -483,8 +507,26 @@ done
 """
 
 
+def _memcached_start(svc: Service) -> str:
+    p = svc.port
+    # Debian's memcached has no client to ask it, and `-d` returns before it binds: ready is "listening", as the
+    # kernel's socket table says (127.0.0.1 and the port in hex; state 0A is LISTEN)
+    return f"""# memcached on 127.0.0.1:{p}, as the memcache user
+mc_listening() {{ grep -q ' 0100007F:{p:04X} 00000000:0000 0A ' /proc/net/tcp; }}
+if ! {{ [ -f /tmp/envyard-memcached.pid ] && kill -0 "$(cat /tmp/envyard-memcached.pid)" 2>/dev/null; }}; then
+  mc_listening && fail memcached "port {p} on 127.0.0.1 is taken by a server outside this environment"
+  memcached -d -u memcache -l 127.0.0.1 -p {p} -U 0 -P /tmp/envyard-memcached.pid >/tmp/envyard-memcached.log 2>&1 || \\
+    fail memcached "memcached failed: $(tail -n 3 /tmp/envyard-memcached.log 2>/dev/null)"
+fi
+i=0
+until mc_listening; do
+  i=$((i + 1)); [ $i -lt 60 ] || fail memcached "not ready after 30 s: $(tail -n 3 /tmp/envyard-memcached.log 2>/dev/null)"; sleep 0.5
+done
+"""
+
+
 def start_script(services: list[Service]) -> str:
-    start = {"postgres": _postgres_start, "mysql": _mysql_start, "redis": _redis_start}
+    start = {"postgres": _postgres_start, "mysql": _mysql_start, "redis": _redis_start, "memcached": _memcached_start}
     body = "".join(start[s.kind](s) for s in services)
     return ("#!/bin/sh\n# written by `envyard setup`: starts the services the tests expect, inside this environment"
             " (no systemd);\n# idempotent. Run it before the tests (test.sh does).\nset -u\n"
@@ -503,6 +545,10 @@ def stop_script(services: list[Service]) -> str:
             body += ('[ -f /tmp/envyard-mysql.pid ] && pid=$(cat /tmp/envyard-mysql.pid) && kill "$pid" 2>/dev/null && '
                      'i=0 && while kill -0 "$pid" 2>/dev/null && [ $i -lt 60 ]; do i=$((i + 1)); sleep 0.5; done\n'
                      "rm -f /tmp/envyard-mysql.pid\n")
+        elif s.kind == "memcached":
+            body += ('[ -f /tmp/envyard-memcached.pid ] && pid=$(cat /tmp/envyard-memcached.pid) && kill "$pid" 2>/dev/null '
+                     '&& i=0 && while kill -0 "$pid" 2>/dev/null && [ $i -lt 60 ]; do i=$((i + 1)); sleep 0.1; done\n'
+                     "rm -f /tmp/envyard-memcached.pid\n")
         else:
             auth = f"REDISCLI_AUTH={shlex.quote(s.password)} " if s.password else ""
             body += (f"{auth}redis-cli -h 127.0.0.1 -p {s.port} shutdown nosave >/dev/null 2>&1\n"
