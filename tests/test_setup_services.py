@@ -284,6 +284,30 @@ def test_memcached_from_ci_services_and_its_host_port_variable(tmp_path):
     assert "envyard-memcached.pid" in services.stop_script([svc])
 
 
+def test_rabbitmq_from_the_ci_image_settings_and_its_amqp_url(tmp_path):
+    r = recipe(REPOS / "rabbitmq_app")
+    assert [(s["kind"], s["port"], s["users"], s["databases"]) for s in r.services] == \
+        [("rabbitmq", 5672, [("app", "app-pw")], [("demo", "app")])]
+    assert r.env == {"AMQP_URL": "amqp://app:app-pw@127.0.0.1:5672/demo"} and not r.services_missing
+    svc = services.from_dict(r.services[0])
+    conf = services._rabbitmq_conf(svc)
+    assert "listeners.tcp.default = 127.0.0.1:5672" in conf and "default_user = app" in conf
+    assert "default_pass = app-pw" in conf and "default_vhost = demo" in conf
+    start = services.start_script([svc])
+    assert "rabbitmq-server -detached" in start and "ERL_EPMD_ADDRESS=127.0.0.1" in start  # not on the host's LAN
+    assert " 0100007F:1628 00000000:0000 0A " in start and "epmd -kill" in services.stop_script([svc])
+    # no settings: the URL's user and vhost; a password rabbitmq.conf cannot hold bare: the image's guest
+    root = write(tmp_path / "a", {"setup.py": "from setuptools import setup\nsetup(name='x')\n",
+                                  "tox.ini": "[testenv]\nsetenv =\n    BROKER_URL = amqp://u:pw@rabbit:5673/v1\n"})
+    svc = services.from_dict(recipe(root).services[0])
+    assert (svc.port, svc.users, svc.databases) == (5673, [("u", "pw")], [("v1", "u")])
+    root = write(tmp_path / "b", {"setup.py": "from setuptools import setup\nsetup(name='x')\n",
+                                  "tox.ini": "[testenv]\nsetenv =\n    AMQP_URL = amqp://u:p%23w@localhost//\n"})
+    svc = services.from_dict(recipe(root).services[0])
+    assert (svc.users, svc.databases) == ([("guest", "guest")], [("/", "guest")])
+    assert services._amqp_url(svc) == "amqp://guest:guest@127.0.0.1:5672/%2F"
+
+
 def test_a_refused_memcached_connection_names_memcached():
     out = ("tests/test_cache.py::test_get FAILED\n"
            "E   ConnectionRefusedError: [Errno 111] Connection refused (memcached at 127.0.0.1:11211)\n")
@@ -309,6 +333,27 @@ def test_memcached_is_provided_and_the_suite_talks_to_it(tmp_path):
         contract = tomllib.loads((out / "envyard.toml").read_text())
         assert [(s["kind"], s["port"]) for s in contract["service"]] == [("memcached", 11211)]
         assert "memcached" in (out / "setup.sh").read_text() and services.START in (out / "test.sh").read_text()
+    finally:
+        subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env=env, capture_output=True)
+
+
+@pytest.mark.timeout(1500)  # apt installs rabbitmq-server with Erlang (twice: the search and the clean replay)
+def test_rabbitmq_is_provided_and_the_suite_talks_to_it(tmp_path):
+    out = tmp_path / "contract"
+    home = tmp_path / "home"
+    env = {"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC}
+    r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", str(REPOS / "rabbitmq_app"),
+                        "--python", "3.11", "--out", str(out), "--json"], capture_output=True, text=True, env=env,
+                       timeout=1400, cwd=cli_cwd())
+    try:
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        data = json.loads(r.stdout)
+        # the tests log in as CI's user to its vhost and send a message through a queue: only a real broker passes
+        assert data["status"] == "verified" and data["pass_ratio"] == 1.0 and data["tests_total"] == 3, data["reason"]
+        assert data["replay"]["statuses_same"] == 3
+        contract = tomllib.loads((out / "envyard.toml").read_text())
+        assert [(s["kind"], s["port"], s["users"]) for s in contract["service"]] == [("rabbitmq", 5672, ["app"])]
+        assert "rabbitmq-server" in (out / "setup.sh").read_text()
     finally:
         subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env=env, capture_output=True)
 

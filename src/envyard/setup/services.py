@@ -1,13 +1,13 @@
 """Services the tests expect (databases, caches), provided inside the environment.
 
 Evidence notices services (CI `services:`, compose files, environment variables that name them; see
-`data/services.toml`). For the kinds envyard knows how to provide — PostgreSQL, MySQL (as MariaDB), Redis and
-memcached, from Debian's archive — the plan adds an apt step that installs the server and a step that writes `/opt/envyard/services/start.sh` and
+`data/services.toml`). For the kinds envyard knows how to provide — PostgreSQL, MySQL (as MariaDB), Redis,
+memcached and RabbitMQ, from Debian's archive — the plan adds an apt step that installs the server and a step that writes `/opt/envyard/services/start.sh` and
 `stop.sh`. start.sh starts each server as its own user (no systemd: `pg_ctlcluster`, `mariadbd` in the
-background, `redis-server --daemonize`, `memcached -d`),
+background, `redis-server --daemonize`, `memcached -d`, `rabbitmq-server -detached`),
 on 127.0.0.1 at the port the project uses (the default unless its settings name another), waits until it answers
-(`pg_isready`, `mariadb-admin ping`, `redis-cli ping`; for memcached, which ships no client, until its port
-listens), at most 30 s, and creates the roles, passwords and
+(`pg_isready`, `mariadb-admin ping`, `redis-cli ping`; for memcached, which ships no client, and RabbitMQ, whose
+client starts an Erlang VM, until its port listens), at most 30 s (RabbitMQ 60 s), and creates the roles, passwords and
 databases the project
 expects (from its CI service's settings — POSTGRES_USER/POSTGRES_PASSWORD/POSTGRES_DB — and the URLs and PG*
 variables its tests get; defaults postgres/postgres and a database `test`). When a server cannot start it says
@@ -18,7 +18,7 @@ that runs the tests is wrapped (`wrap`): start.sh, the tests, then stop.sh. The 
 project's CI gives its tests (DATABASE_URL, PGHOST, REDIS_URL...) are exported, with a host that names a CI
 service container or localhost (`postgres`, `db`, `localhost`) rewritten to 127.0.0.1.
 
-A kind envyard cannot provide (MongoDB, Elasticsearch, RabbitMQ...) is `missing`: the tests cannot all run, so such a
+A kind envyard cannot provide (MongoDB, Elasticsearch: not in Debian's archive) is `missing`: the tests cannot all run, so such a
 result never counts as verified.
 """
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import asdict, dataclass, field
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from .evidence import Evidence
 
@@ -42,13 +42,18 @@ FAILED_EXIT = 97
 KINDS = {"postgres": {"packages": ["postgresql"], "port": 5432},
          "mysql": {"packages": ["mariadb-server", "mariadb-client"], "port": 3306},
          "redis": {"packages": ["redis-server"], "port": 6379},
-         "memcached": {"packages": ["memcached"], "port": 11211}}
+         "memcached": {"packages": ["memcached"], "port": 11211},
+         "rabbitmq": {"packages": ["rabbitmq-server"], "port": 5672}}
 DEFAULT_USER, DEFAULT_PASSWORD, DEFAULT_DB = "postgres", "postgres", "test"
 MYSQL_USER, MYSQL_PASSWORD = "root", "root"  # the mysql image's MYSQL_ROOT_PASSWORD as CI configs often set it
+RABBITMQ_USER = "guest"  # the rabbitmq image's default user, password and vhost
+RABBITMQ_VHOST = "/"
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "0.0.0.0", "::1", "[::1]", "host.docker.internal"}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,62}$")
 _SECRET = re.compile(r"^[\x21-\x7e]{1,200}$")  # printable, no spaces
 _REDIS_SECRET = re.compile(r"^[A-Za-z0-9._~!@#%^&*+=,:;?/-]{1,200}$")  # no quotes: redis.conf reads it bare
+_CONF_SECRET = re.compile(r"^[A-Za-z0-9._~!@%^&*+=,:;?/-]{1,200}$")  # bare in rabbitmq.conf: no quotes, no #
+_VHOST = re.compile(r"^[A-Za-z0-9_./-]{1,64}$")
 _MYSQL_NAME = re.compile(r"^[A-Za-z0-9_$-]{1,64}$")  # a database name MariaDB takes inside backquotes
 _HOST_PORT = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]*):(\d{1,5})")  # `memcached:11211` in MEMCACHED_SERVERS
 _ADDRESS_NAME = re.compile(r"(?:HOST|HOSTS|SERVER|SERVERS|ADDR|ADDRESS|LOCATION)$")
@@ -218,6 +223,7 @@ def _code_env(svc: Service, reads: list[dict], out: Services) -> None:
         return
     user, password = svc.users[0] if svc.users else (DEFAULT_USER, DEFAULT_PASSWORD)
     sql = svc.kind in ("postgres", "mysql")
+    login = sql or svc.kind == "rabbitmq"
     located = any(r.get("role") in ("host", "port", "user", "db") for r in reads)
     db_default = next((d for d, _ in svc.databases), DEFAULT_DB)
     exported = []
@@ -230,10 +236,10 @@ def _code_env(svc: Service, reads: list[dict], out: Services) -> None:
             value = "127.0.0.1"
         elif role == "port":
             value = str(svc.port)
-        elif role == "user" and sql:
+        elif role == "user" and login:
             value = user
         elif role == "password":
-            value = password if sql else (svc.password or None)
+            value = password if login else (svc.password or None)
         elif role == "db" and sql:
             value = default if default and (_NAME if svc.kind == "postgres" else _MYSQL_NAME).match(default) \
                 else db_default
@@ -247,7 +253,8 @@ def _code_env(svc: Service, reads: list[dict], out: Services) -> None:
             value = (f"postgresql://{user}:{password}@127.0.0.1:{svc.port}/{db_default}" if svc.kind == "postgres"
                      else f"mysql://{user}:{password}@127.0.0.1:{svc.port}/{db_default}" if svc.kind == "mysql"
                      else f"redis://{(':' + svc.password + '@') if svc.password else ''}127.0.0.1:{svc.port}/0"
-                     if svc.kind == "redis" else f"127.0.0.1:{svc.port}")  # memcached's clients take host:port
+                     if svc.kind == "redis" else _amqp_url(svc) if svc.kind == "rabbitmq"
+                     else f"127.0.0.1:{svc.port}")  # memcached's clients take host:port
         if value is None:
             continue
         out.env[name] = value
@@ -259,6 +266,11 @@ def _code_env(svc: Service, reads: list[dict], out: Services) -> None:
     if exported:
         out.notes.append(f"exported for {svc.kind}, read by the test code ({reads[0]['where']}): "
                          + ", ".join(exported))
+
+
+def _amqp_url(svc: Service) -> str:
+    (user, password), (vhost, _owner) = svc.users[0], svc.databases[0]
+    return f"amqp://{user}:{password}@127.0.0.1:{svc.port}/{quote(vhost, safe='')}"
 
 
 def _port(env: list[tuple[str, str]], names: tuple[str, ...], default: int) -> int:
@@ -281,6 +293,8 @@ def _build(kind: str, settings: dict[str, str], env: list[tuple[str, str]]) -> S
         return _mysql(settings, env)
     if kind == "redis":
         return _redis(env)
+    if kind == "rabbitmq":
+        return _rabbitmq(settings, env)
     return _memcached(env)
 
 
@@ -382,6 +396,27 @@ def _memcached(env: list[tuple[str, str]]) -> Service:
     port = ports.pop() if len(ports) == 1 and 0 < next(iter(ports)) < 65536 else 11211
     return Service("memcached", _port(env, ("MEMCACHED_PORT", "MEMCACHE_PORT"), port),
                    list(KINDS["memcached"]["packages"]))
+
+
+def _rabbitmq(settings: dict[str, str], env: list[tuple[str, str]]) -> Service:
+    """The rabbitmq image's settings (RABBITMQ_DEFAULT_USER/PASS/VHOST), else the user and vhost of the first
+    amqp:// URL the tests get; by default guest/guest and `/`. One user and one vhost: rabbitmq.conf's
+    default_user/default_vhost, created on the server's first start (more would need rabbitmqctl, an Erlang VM
+    start each)."""
+    svc = Service("rabbitmq", _port(env, ("RABBITMQ_PORT", "AMQP_PORT", "BROKER_PORT"), 5672),
+                  list(KINDS["rabbitmq"]["packages"]))
+    user, password, vhost = (settings.get("RABBITMQ_DEFAULT_USER"), settings.get("RABBITMQ_DEFAULT_PASS"),
+                             settings.get("RABBITMQ_DEFAULT_VHOST"))
+    for _name, value in env:
+        if value.startswith(("amqp://", "amqps://", "pyamqp://")):
+            u = parse_url(value)
+            user, password = user or u.get("user"), password or u.get("password")
+            vhost = vhost or u.get("database")
+            break
+    ok_user = bool(user and _NAME.match(user) and (password is None or _CONF_SECRET.match(password)))
+    svc.users = [(user, password or RABBITMQ_USER) if ok_user else (RABBITMQ_USER, RABBITMQ_USER)]
+    svc.databases = [(vhost if vhost and _VHOST.match(vhost) else RABBITMQ_VHOST, svc.users[0][0])]
+    return svc
 
 
 # ---------------------------------------------------------------------------------------------------- scripts
@@ -525,8 +560,36 @@ done
 """
 
 
+def _rabbitmq_conf(svc: Service) -> str:
+    (user, password), (vhost, _owner) = svc.users[0], svc.databases[0]
+    # loopback_users: the image's guest may log in only from localhost; the tests are on 127.0.0.1 anyway
+    return (f"listeners.tcp.default = 127.0.0.1:{svc.port}\ndefault_user = {user}\ndefault_pass = {password}\n"
+            f"default_vhost = {vhost}\nloopback_users = none\n")
+
+
+def _rabbitmq_start(svc: Service) -> str:
+    p = svc.port
+    # epmd and Erlang distribution on loopback only: setup's sandboxes share the host's network
+    env = (f"RABBITMQ_NODENAME=rabbit@localhost RABBITMQ_CONFIG_FILE={DIR}/rabbitmq.conf "
+           "RABBITMQ_PID_FILE=/tmp/envyard-rabbitmq.pid RABBITMQ_LOGS=/tmp/envyard-rabbitmq.log "
+           "ERL_EPMD_ADDRESS=127.0.0.1 RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS='-kernel inet_dist_use_interface {127,0,0,1}'")
+    return f"""# rabbitmq on 127.0.0.1:{p}, as the rabbitmq user
+rmq_listening() {{ grep -q ' 0100007F:{p:04X} 00000000:0000 0A ' /proc/net/tcp; }}
+if ! {{ [ -f /tmp/envyard-rabbitmq.pid ] && kill -0 "$(cat /tmp/envyard-rabbitmq.pid)" 2>/dev/null; }}; then
+  rmq_listening && fail rabbitmq "port {p} on 127.0.0.1 is taken by a server outside this environment"
+  su rabbitmq -s /bin/sh -c "{env} rabbitmq-server -detached" >/tmp/envyard-rabbitmq-start.log 2>&1 || \\
+    fail rabbitmq "rabbitmq-server failed: $(tail -n 3 /tmp/envyard-rabbitmq-start.log)"
+fi
+i=0
+until rmq_listening; do
+  i=$((i + 1)); [ $i -lt 120 ] || fail rabbitmq "not ready after 60 s: $(tail -n 3 /tmp/envyard-rabbitmq.log 2>/dev/null)"; sleep 0.5
+done
+"""
+
+
 def start_script(services: list[Service]) -> str:
-    start = {"postgres": _postgres_start, "mysql": _mysql_start, "redis": _redis_start, "memcached": _memcached_start}
+    start = {"postgres": _postgres_start, "mysql": _mysql_start, "redis": _redis_start, "memcached": _memcached_start,
+             "rabbitmq": _rabbitmq_start}
     body = "".join(start[s.kind](s) for s in services)
     return ("#!/bin/sh\n# written by `envyard setup`: starts the services the tests expect, inside this environment"
             " (no systemd);\n# idempotent. Run it before the tests (test.sh does).\nset -u\n"
@@ -545,6 +608,10 @@ def stop_script(services: list[Service]) -> str:
             body += ('[ -f /tmp/envyard-mysql.pid ] && pid=$(cat /tmp/envyard-mysql.pid) && kill "$pid" 2>/dev/null && '
                      'i=0 && while kill -0 "$pid" 2>/dev/null && [ $i -lt 60 ]; do i=$((i + 1)); sleep 0.5; done\n'
                      "rm -f /tmp/envyard-mysql.pid\n")
+        elif s.kind == "rabbitmq":  # SIGTERM is the Erlang VM's orderly shutdown
+            body += ('[ -f /tmp/envyard-rabbitmq.pid ] && pid=$(cat /tmp/envyard-rabbitmq.pid) && kill "$pid" 2>/dev/null '
+                     '&& i=0 && while kill -0 "$pid" 2>/dev/null && [ $i -lt 60 ]; do i=$((i + 1)); sleep 0.5; done\n'
+                     "rm -f /tmp/envyard-rabbitmq.pid\nERL_EPMD_ADDRESS=127.0.0.1 epmd -kill >/dev/null 2>&1\n")
         elif s.kind == "memcached":
             body += ('[ -f /tmp/envyard-memcached.pid ] && pid=$(cat /tmp/envyard-memcached.pid) && kill "$pid" 2>/dev/null '
                      '&& i=0 && while kill -0 "$pid" 2>/dev/null && [ $i -lt 60 ]; do i=$((i + 1)); sleep 0.1; done\n'
@@ -577,6 +644,9 @@ def steps(services: list[Service]):
             writes.append(_write(f"{DIR}/mysql.sql", mysql_sql(s), "600"))
         elif s.kind == "redis":
             writes.append(_write(f"{DIR}/redis.conf", _redis_conf(s), "640") + f" && chown redis {DIR}/redis.conf")
+        elif s.kind == "rabbitmq":
+            writes.append(_write(f"{DIR}/rabbitmq.conf", _rabbitmq_conf(s), "640")
+                          + f" && chown rabbitmq {DIR}/rabbitmq.conf")
         # run from the project's root, like every step
         writes += [f"install -m 644 {shlex.quote(path)} {_init_file(s, i)}" for i, path in enumerate(s.init_sql)]
     return [apt_step(packages, f"services the tests expect: {kinds}"),
