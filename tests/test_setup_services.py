@@ -284,6 +284,24 @@ def test_memcached_from_ci_services_and_its_host_port_variable(tmp_path):
     assert "envyard-memcached.pid" in services.stop_script([svc])
 
 
+def test_a_server_ci_installs_with_apt_is_provided_once(tmp_path):
+    # python-memcached's CI: `sudo apt -y install memcached`, which runs once installed on Ubuntu's runners
+    wf = ("jobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n"
+          "      - run: sudo apt-get -y install memcached libxml2-dev\n      - run: pytest\n")
+    root = write(tmp_path / "a", {"setup.py": "from setuptools import setup\nsetup(name='x')\n",
+                                  ".github/workflows/test.yml": wf})
+    r = recipe(root)
+    assert [s["kind"] for s in r.services] == ["memcached"] and not r.services_missing
+    apt_lines = [s.command for s in r.steps if "apt-get" in s.command]
+    # the server once, in the services' step; the other package in the system-package step
+    assert sum("memcached" in c for c in apt_lines) == 1 and any("libxml2-dev" in c for c in apt_lines)
+    # a client library or a versioned server package: only the server counts
+    wf2 = wf.replace("memcached libxml2-dev", "postgresql-client redis-tools postgresql-14")
+    root = write(tmp_path / "b", {"setup.py": "from setuptools import setup\nsetup(name='x')\n",
+                                  ".github/workflows/test.yml": wf2})
+    assert [s["kind"] for s in recipe(root).services] == ["postgres"]
+
+
 def test_rabbitmq_from_the_ci_image_settings_and_its_amqp_url(tmp_path):
     r = recipe(REPOS / "rabbitmq_app")
     assert [(s["kind"], s["port"], s["users"], s["databases"]) for s in r.services] == \

@@ -23,6 +23,7 @@ from . import checkout_version, locks, pins, services
 from .evidence import Evidence
 from .interpreters import TOOLS_BIN, Interpreter, NoPython, install_failure, install_with_uv, minor
 from .runners import default_runner
+from .sources.knowledge import service_for_package
 
 VENV = "/opt/venv"
 INSTALL = "uv pip install"
@@ -322,8 +323,11 @@ def plan(ev: Evidence, cand: Candidate) -> Recipe:
         else:
             r.warnings.append(fact.value["why"])
     _lock_step(ev, r)
-    apt = sorted({f.value["name"] for f in ev.of("system_package")
-                  if isinstance(f.value, dict) and f.value.get("when", "always") == "always"})
+    needs = services.needed(ev)
+    provided = {svc.kind for svc in needs.provided}
+    apt = sorted({f.value["name"] for f in ev.of("system_package")  # a provided server comes with its own step
+                  if isinstance(f.value, dict) and f.value.get("when", "always") == "always"
+                  and service_for_package(f.value["name"]) not in provided})
     if apt:
         r.steps.insert(0, apt_step(apt, "system_package: " + ", ".join(apt), recommends=True))
     req_files = [f for f in ev.of("requirements_file") if isinstance(f.value, dict)
@@ -375,7 +379,6 @@ def plan(ev: Evidence, cand: Candidate) -> Recipe:
     names = [f.value["name"] if isinstance(f.value, dict) else f.value
              for f in (*ev.of("top_level_package"), *ev.of("top_level_module"))]
     r.packages = sorted({n for n in names if isinstance(n, str) and n.isidentifier()} - {"setup", "conftest", "manage"})
-    needs = services.needed(ev)
     if needs.provided:  # the servers and their scripts first: like system packages, nothing else depends on them
         r.steps[0:0] = services.steps(needs.provided)
         r.services = [s.to_dict() for s in needs.provided]

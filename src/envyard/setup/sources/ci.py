@@ -9,8 +9,8 @@ import re
 
 from . import yamltext
 from .base import Sink
-from .knowledge import service_for_alias, service_for_image
-from .shell import record_apt, record_command, record_env
+from .knowledge import service_for_alias, service_for_image, service_for_package
+from .shell import apt_packages, record_apt, record_command, record_env
 from .specs import image_python_version, version_hint
 from .yamltext import Scalar
 
@@ -155,6 +155,18 @@ class _Walker:
                 record_command(self.sink, buf.strip(), self.rel, start, f"{self.system}.run", state=state)
                 self.init_sql(buf.strip(), start)
             record_apt(self.sink, [(n or 0, t) for n, t in lines], self.rel, f"{self.system}.apt-get")
+            self.apt_services([(n or 0, t) for n, t in lines])
+
+    def apt_services(self, lines: list[tuple[int, str]]) -> None:
+        """A server CI installs with apt (python-memcached: `sudo apt -y install memcached`) runs once installed
+        on Ubuntu's runners: the tests expect it, as if it were a service container."""
+        for package, line in apt_packages(lines):
+            kind = service_for_package(package)
+            if kind:
+                if kind in _DATABASES:
+                    self.databases.add(kind)
+                self.sink.add("service", {"name": kind, "package": package}, self.rel, line or None,
+                              f"{self.system}.apt-get")
 
     def init_sql(self, command: str, line: int | None) -> None:
         """A CI step that feeds one of the repository's SQL files to the database service before the tests

@@ -4,6 +4,7 @@ names, pytest plugins. Loaded once and validated on load."""
 from __future__ import annotations
 
 import functools
+import re
 import tomllib
 from importlib import resources
 
@@ -27,8 +28,18 @@ def system_packages() -> dict[str, dict]:
 
 @functools.cache
 def services() -> dict[str, dict]:
-    return {name: {key: list(entry.get(key, [])) for key in ("images", "aliases", "schemes", "env", "tokens")}
+    return {name: {key: list(entry.get(key, []))
+                   for key in ("images", "aliases", "schemes", "env", "tokens", "packages")}
             for name, entry in _load("services.toml").items()}
+
+
+def service_for_package(package: str) -> str | None:
+    """`memcached`, `postgresql-14`, `redis-server` → the service whose server that Debian/Ubuntu package is."""
+    name = re.sub(r"-\d+(?:\.\d+)?$", "", package.strip().lower())  # postgresql-14, mysql-server-8.0
+    for service, entry in services().items():
+        if package in entry["packages"] or name in entry["packages"]:
+            return service
+    return None
 
 
 @functools.cache
