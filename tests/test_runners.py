@@ -42,6 +42,36 @@ def test_a_unittest_discover_line_in_a_makefile():
     assert not [r for r in rs if "make" in r.command]  # `make test` itself is never run
 
 
+def test_nose2s_own_file_pattern_makes_a_wider_runner(tmp_path):
+    """pika runs `nose2` with nose2.cfg's `test-file-pattern = *test*.py`: its channel_tests.py and most of its
+    suite are names pytest's default pattern skips. The runner pytest builds from it says it finds more."""
+    rs = runners(gather(REPOS / "nose2_pattern"))
+    assert kinds(rs) == [("pytest", f"{PY} -m pytest"), ("pytest", f"{PY} -m pytest tests -o 'python_files=*test*.py'")]
+    assert not rs[0].wider and rs[1].wider and rs[1].source == "nose2 {posargs}"
+    assert rs[1].evidence == "tox.ini:6, tox.commands"
+    # the same pattern over files pytest's default already finds is not wider; a path on the command line wins
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("def test_a(): pass\n")
+    (tmp_path / "nose2.cfg").write_text("[unittest]\nstart-dir = tests\ntest-file-pattern = *test*.py\n")
+    assert [(r.command, r.wider) for r in from_command("nose2", tmp_path, "x:1, rule")] == \
+        [(f"{PY} -m pytest tests -o 'python_files=*test*.py'", False)]
+    assert from_command("nose2 tests", tmp_path, "x:1, rule")[0].command == f"{PY} -m pytest tests"
+    # a start dir outside the repository or a pattern with shell syntax: pytest's defaults
+    (tmp_path / "nose2.cfg").write_text("[unittest]\nstart-dir = ../..\ntest-file-pattern = *test*.py\n")
+    assert from_command("nose2", tmp_path, "x:1, rule")[0].command == f"{PY} -m pytest"
+    (tmp_path / "nose2.cfg").write_text("[unittest]\ntest-file-pattern = *$(id).py\n")
+    assert from_command("nose2", tmp_path, "x:1, rule")[0].command == f"{PY} -m pytest"
+
+
+def test_a_unittest_pattern_is_wider_only_when_it_finds_files_pytest_would_not(tmp_path):
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks" / "sum_check.py").write_text("")
+    wide = from_command("python -m unittest discover -s checks -p '*_check.py'", tmp_path, "x:1, rule")
+    narrow = from_command("python -m unittest discover -s checks -p 'test_*.py'", tmp_path, "x:1, rule")
+    assert (wide[0].kind, wide[0].wider) == ("pytest", True) and not narrow[0].wider
+    assert not wide[1].wider  # the native unittest runner is tried only when pytest's form fails
+
+
 def test_a_self_running_unittest_script_outside_pytests_pattern_is_a_test_command(tmp_path):
     """decorator's sdist: tests/test.py ends with `unittest.main()`; no tox, CI or pytest configuration names it,
     and pytest's default discovery (test_*.py, *_test.py) collects nothing."""

@@ -132,6 +132,20 @@ def test_the_projects_runner_replaces_pytests_discovery_when_that_fails_most_tes
     assert "-m unittest -v tests.test_scenarios" in (out / "test.sh").read_text()
 
 
+def test_the_projects_wider_file_pattern_collects_the_whole_suite(home, tmp_path):
+    """pika's layout: nose2.cfg's `test-file-pattern = *test*.py`. pytest's default discovery collects 1 test
+    (test_import.py) and would be judged alone; the project's runner finds channel_tests.py too, and is kept."""
+    out = tmp_path / "contract"
+    r = setup_cli(home, REPOS / "nose2_pattern", "--name", "t/nose2", "--python", "3.11", "--out", out, "--json")
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["pass_ratio"] == 1.0 and data["verified"] is True, data["reason"]
+    assert data["tests_total"] == 4 and data["replay"]["statuses_same"] == 4
+    assert data["recipe"]["test_source"] == "nose2 {posargs}"
+    assert "more than pytest (its default discovery) collects (1 tests)" in data["levels"][3]["detail"], data["levels"][3]
+    assert "-m pytest tests -o 'python_files=*test*.py' \"$@\"" in (out / "test.sh").read_text()
+
+
 def test_a_unittest_suite_pytest_cannot_import_runs_with_unittest(home, tmp_path):
     """checks/*_test.py import a sibling module as top-level, which only `unittest discover -s checks` (the
     Makefile's command) allows: pytest's collection errors out, unittest lists and runs the 4 tests."""

@@ -16,6 +16,8 @@ and L4 uses that run.
 
 from __future__ import annotations
 
+import configparser
+import fnmatch
 import re
 import shlex
 from dataclasses import dataclass
@@ -44,6 +46,7 @@ class Runner:
     collect: str | None    # lists the tests without running them; None: L3 runs them
     source: str = ""       # the project's command line it comes from ("" = pytest's default discovery)
     evidence: str = ""     # where that command was found: "tox.ini:5 (tox.commands)"
+    wider: bool = False    # its file pattern finds test files pytest's default (test_*.py, *_test.py) does not
 
     @property
     def label(self) -> str:
@@ -137,7 +140,7 @@ def from_command(text: str, root: Path, evidence: str) -> list[Runner]:
     out = []
     for r in _build(kind, args, root, cwd):
         collect = f"{prefix}{r.collect}" if r.collect else None
-        out.append(Runner(r.kind, prefix + r.command, collect, text.strip(), evidence))
+        out.append(Runner(r.kind, prefix + r.command, collect, text.strip(), evidence, r.wider))
     return out
 
 
@@ -212,11 +215,47 @@ class _Built:
     kind: str
     command: str
     collect: str | None
+    wider: bool = False
 
 
-def _pytest(paths: list[str], options: list[str] = ()) -> _Built:
+def _pytest(paths: list[str], options: list[str] = (), wider: bool = False) -> _Built:
     command = " ".join([PY, "-m", "pytest", *map(shlex.quote, [*paths, *options])])
-    return _Built("pytest", command, f"{command} {COLLECT_FLAGS}")
+    return _Built("pytest", command, f"{command} {COLLECT_FLAGS}", wider)
+
+
+def _finds_more(root: Path, start: str, pattern: str) -> bool:
+    """Whether `pattern` (a unittest/nose2 file pattern) matches a Python file under `start` that pytest's
+    default `python_files` (test_*.py, *_test.py) does not: pika's `*test*.py` finds `channel_tests.py`."""
+    base = root / start
+    for seen, path in enumerate(base.rglob("*.py") if base.is_dir() else ()):
+        if seen >= 20000:  # a huge tree: stop looking rather than stall the search
+            break
+        if any(part.startswith(".") or part in ("node_modules", "site-packages")
+               for part in path.relative_to(base).parts[:-1]):
+            continue
+        name = path.name
+        if fnmatch.fnmatchcase(name, pattern) and not (fnmatch.fnmatchcase(name, "test_*.py")
+                                                       or fnmatch.fnmatchcase(name, "*_test.py")):
+            return True
+    return False
+
+
+def _nose2_config(root: Path, cwd: str) -> tuple[str, str] | None:
+    """(start dir, file pattern) of nose2's own config (`[unittest]` in nose2.cfg or unittest.cfg, which it
+    reads from where it runs), when that config sets a file pattern."""
+    parser = configparser.ConfigParser(interpolation=None)
+    for name in ("unittest.cfg", "nose2.cfg"):
+        try:
+            parser.read(root / cwd / name, encoding="utf-8")
+        except (configparser.Error, UnicodeDecodeError, OSError):
+            return None
+    if not parser.has_option("unittest", "test-file-pattern"):
+        return None
+    pattern = parser.get("unittest", "test-file-pattern").strip()
+    start = parser.get("unittest", "start-dir", fallback=".").strip() or "."
+    if not _SAFE.match(pattern) or _inside(root, cwd, start, file_ok=False) is None:
+        return None
+    return start, pattern
 
 
 def _build(kind: str, args: list[str], root: Path, cwd: str) -> list[_Built]:
@@ -227,6 +266,11 @@ def _build(kind: str, args: list[str], root: Path, cwd: str) -> list[_Built]:
                 options.append(a)
             elif not a.startswith("-") and _inside(root, cwd, a):
                 paths.append(a)
+        config = _nose2_config(root, cwd) if kind == "nose" and not paths else None
+        if config:  # nose2 run as its config says: pytest over the same start dir and file pattern
+            start, pattern = config
+            return [_pytest([] if start in (".", "./") else [start], ["-o", f"python_files={pattern}"],
+                            _finds_more(root / cwd, start, pattern))]
         return [_pytest(paths, options)]
     if kind == "django":
         script, labels = args[0], []
@@ -322,7 +366,8 @@ def _unittest(args: list[str], root: Path, cwd: str) -> list[_Built]:
         native = " ".join([PY, "-m", "unittest", *map(shlex.quote, spec), "-v"])
         collect = " ".join([PY, "-c", shlex.quote(UNITTEST_LIST), "discover", *map(shlex.quote, [start, pattern,
                                                                                                  top or ""])])
-        through = _pytest([start], ["-o", f"python_files={pattern}"]) if top is None else None
+        through = (_pytest([start], ["-o", f"python_files={pattern}"], _finds_more(root / cwd, start, pattern))
+                   if top is None else None)
         return [b for b in (through, _Built("unittest", native, collect)) if b]
     names = [a for a in args if not a.startswith("-")]
     if not names or not all(_LABEL.match(n) or _inside(root, cwd, n, dir_ok=False) for n in names):

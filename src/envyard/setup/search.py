@@ -51,6 +51,7 @@ SCAN_SCRIPT = "/tmp/envyard-importscan.py"
 MAX_REPAIRS = 4  # fixes tried for one failing step or level
 MAX_BRANCHES = 5
 MAX_OWN_RUNNERS = 3  # the project's runners tried when pytest's discovery ran the tests but few passed
+MAX_WIDER = 2  # the project's runners collected beside the first that did, when their file patterns find more
 UV_CACHE = "/root/.cache/uv"
 INSIDE_CA = "/etc/envyard-host-ca.crt"
 # Requirements left out of installs (uv overrides with a marker that is never true), and whether Debian has NAME.
@@ -938,18 +939,38 @@ class Search:
         the recipe keeps the one that did. The output returned for diagnosis is the first runner's failure."""
         tried: list[tuple[runners.Runner, str]] = []
         output = ""
-        for runner in runners.runners(self.ev, self.src):
+        candidates = runners.runners(self.ev, self.src)
+        for i, runner in enumerate(candidates):
             ok, why, out, timed_out = self._try_runner(b, ws, recipe, runner)
             if ok:
+                runner, why = self._widest(b, ws, recipe, runner, why, candidates[i + 1:])
                 runners.use(recipe, runner)
                 before = f" (tried first: {runners.describe(tried)})"[:400] if tried else ""
-                return True, why + ("" if not runner.source else f" · {runner.label}") + before, ""
+                shown = "" if not runner.source or runner.label in why else f" · {runner.label}"
+                return True, why + shown + before, ""
             tried.append((runner, why))
             output = output or out
             if timed_out:
                 break
         detail = tried[0][1] if len(tried) == 1 else runners.describe(tried)
         return False, detail[:1000], output
+
+    def _widest(self, b: Branch, ws: Workspace, recipe: Recipe, found: runners.Runner, why: str,
+                later: list[runners.Runner]) -> tuple[runners.Runner, str]:
+        """A later runner of the project's whose file pattern finds test files the one that collected does not
+        (nose2's `test-file-pattern = *test*.py`: pika's `channel_tests.py`) is collected too, and the one that
+        collects the most tests is kept: L3/L4 mean the project's whole suite, not the part pytest's default
+        names happen to find."""
+        best, best_why, best_count = found, why, b.collected
+        for runner in [r for r in later if r.wider and r.collect][:MAX_WIDER]:
+            ok, detail, _out, timed_out = self._try_runner(b, ws, recipe, runner)
+            if ok and b.collected > best_count:
+                best, best_count = runner, b.collected
+                best_why = f"{detail} · {runner.label}, more than {found.label} collects ({why})"
+            if timed_out:
+                break
+        b.collected = best_count
+        return best, best_why
 
     def _try_runner(self, b: Branch, ws: Workspace, recipe: Recipe,
                     runner: runners.Runner) -> tuple[bool, str, str, bool]:
