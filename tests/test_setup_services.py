@@ -302,6 +302,29 @@ def test_a_server_ci_installs_with_apt_is_provided_once(tmp_path):
     assert [s["kind"] for s in recipe(root).services] == ["postgres"]
 
 
+FAKE_SERVER = """#!/bin/sh
+# a server that daemonizes, as memcached -d and rabbitmq-server -detached do
+setsid sh -c 'echo $$ > /tmp/fake-server.pid; exec sleep 300' </dev/null >/dev/null 2>&1 &
+while [ ! -s /tmp/fake-server.pid ]; do sleep 0.05; done
+"""
+
+
+def test_servers_of_a_test_run_that_times_out_are_stopped(sb):
+    sb.exec(f"mkdir -p {services.DIR} && cat > {services.START} && chmod 755 {services.START}", stdin=FAKE_SERVER)
+    sb.exec(f"printf '#!/bin/sh\\nkill $(cat /tmp/fake-server.pid); rm -f /tmp/fake-server.pid\\n' > {services.STOP}"
+            f" && chmod 755 {services.STOP}")
+    alive = "kill -0 $(cat /tmp/fake-server.pid)"
+    # the timeout kills the test command's process tree; the daemonized server is not in it
+    r = sb.exec(services.wrap("sleep 60"), timeout=2)
+    assert r.timed_out and sb.exec(alive).exit_code == 0
+    sb.exec(services.STOP)
+    r = services.run_with(lambda command, timeout: sb.exec(command, timeout=timeout), "sleep 60", 2)
+    assert r.timed_out and sb.exec(alive).exit_code != 0
+    # a run that ends on its own stops them through wrap's own stop.sh
+    assert services.run_with(lambda c, t: sb.exec(c, timeout=t), "true", 30).exit_code == 0
+    assert sb.exec(alive).exit_code != 0
+
+
 def test_rabbitmq_from_the_ci_image_settings_and_its_amqp_url(tmp_path):
     r = recipe(REPOS / "rabbitmq_app")
     assert [(s["kind"], s["port"], s["users"], s["databases"]) for s in r.services] == \

@@ -231,12 +231,15 @@ def _replay(yard: Yard, search: Search, best: Branch) -> dict:
     with setup_sandbox(yard, base, search.cache) as sb:
         sb.upload(*search.upload)
 
-        def sh(cmd: str, timeout: float, *, tests: bool = False):
-            if tests and recipe.services:  # the services start in the same sandbox, right before the tests
-                cmd = services.wrap(cmd)
+        def run(cmd: str, timeout: float):
             r = sb.exec(cmd, cwd=search.workdir, env=setup_env(recipe.env), timeout=timeout, max_output=400_000)
             log.append(f"$ {cmd}\n{r.stdout}{r.stderr}[exit {r.exit_code}, {r.duration:.1f}s]\n")
             return r
+
+        def sh(cmd: str, timeout: float, *, tests: bool = False):
+            if tests and recipe.services:  # the services start in the same sandbox, right before the tests
+                return services.run_with(run, cmd, timeout)
+            return run(cmd, timeout)
 
         r = sh(replay_script(recipe), search.step_timeout)
         out = {"log": log}

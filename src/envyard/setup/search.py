@@ -876,7 +876,7 @@ class Search:
             self._services_lock.acquire()
         try:
             self._say(b, f"{doing} with services")
-            return ws.sh(services.wrap(command), self.workdir, self.test_timeout)
+            return services.run_with(lambda c, t: ws.sh(c, self.workdir, t), command, self.test_timeout)
         finally:
             self._services_lock.release()
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from .evidence import Evidence
@@ -657,6 +658,16 @@ def wrap(command: str) -> str:
     """`command` (a test run or collection) with the services started before it and stopped after it, in the
     same sandbox: nothing started in one step survives into the next. Its exit code is the command's."""
     return f"{START} && ( {command}\n); envyard_rc=$?; {STOP}; exit $envyard_rc"
+
+
+def run_with(sh: Callable, command: str, timeout: float):
+    """`sh(wrap(command), timeout)`; when that times out, `sh(STOP, ...)` too: the timeout kills the command's
+    process tree, and servers start.sh daemonized are not in it. Left running, they outlive the step (the next
+    sandbox over its snapshot finds the port taken: aiormq's L4 after a 600 s run)."""
+    r = sh(wrap(command), timeout)
+    if r.timed_out:
+        sh(STOP, 120)
+    return r
 
 
 def start_failure(output: str) -> str | None:
