@@ -89,6 +89,8 @@ def test_connection_failures_from_junit_name_the_service():
     ("MySQLdb.OperationalError: (2002, \"Can't connect to local MySQL server through socket "
      "'/run/mysqld/mysqld.sock' (2)\")", "mysql"),
     ("psycopg2.OperationalError: could not connect to server: Connection refused", "postgres"),
+    # pylibmc's own check before each test: nothing else in its failures says "connection"
+    ("pylibmc.test.NotAliveError: test memcached 127.0.0.1:11211 not alive", "memcached"),
 ])
 def test_connection_failures_from_output(line, kind):
     conn = verdict.connection_failures(output=f"ERROR: test_a ...\n{line}\nok\n")
@@ -96,6 +98,9 @@ def test_connection_failures_from_output(line, kind):
 
 
 def test_no_connection_errors_no_note():
+    # an address that is not the local host, or one that answered, is not a missing local server
+    assert verdict.connection_failures(output="AssertionError: 10.0.0.1:11211 not alive\n") == {}
+    assert verdict.connection_failures(output="ok: localhost:11211 alive\n") == {}
     assert verdict.connection_failures(junit=b"<testsuite><testcase name='a'><failure message='x'/></testcase>"
                                              b"</testsuite>") == {}
     assert verdict.connection_failures(output="AssertionError\n") == {}

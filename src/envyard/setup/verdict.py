@@ -29,7 +29,9 @@ CONNECTION = re.compile(
     r"connection refused|could not connect to (?:the )?server|is the server running|"
     r"connection to server (?:at|on socket) .{0,120}? failed|ECONNREFUSED|\[Errno 111\]|\[WinError 10061\]|"
     r"can'?t connect to (?:local )?MySQL server|Error \d+ connecting to [\w.:-]+|"
-    r"ServerSelectionTimeoutError|ConnectionRefusedError|Failed to establish a new connection",
+    r"ServerSelectionTimeoutError|ConnectionRefusedError|Failed to establish a new connection|"
+    # a suite's own check of its server (pylibmc: `test memcached 127.0.0.1:11211 not alive`)
+    r"\b(?:127\.0\.0\.1|localhost):\d{2,5}\b[^\n]{0,40}?\b(?:not alive|not reachable|unreachable|not responding)\b",
     re.I)
 # What a connection error names, to tell which service it wanted.
 _KIND_HINTS = (
