@@ -3,6 +3,7 @@ to end setup whose tests need PostgreSQL and Redis from Debian's archive."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -195,20 +196,28 @@ def test_wrap_keeps_the_exit_code_and_stops_services(tmp_path):
 
 # ---------------------------------------------------------------------------------------------------- end to end
 
+@contextlib.contextmanager
+def set_up(source: Path, tmp_path: Path):
+    """`envyard setup SOURCE --python 3.11 --json` in a store of its own, as a user runs it: (its JSON result, the
+    contract directory); the store's sandboxes and mounts are collected afterwards."""
+    out = tmp_path / "contract"
+    env = {"ENVYARD_HOME": str(tmp_path / "home"), **BARE, "PYTHONPATH": SRC}
+    r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", str(source), "--python", "3.11", "--out",
+                        str(out), "--json"], capture_output=True, text=True, env=env, timeout=1400, cwd=cli_cwd())
+    try:
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        yield json.loads(r.stdout), out
+    finally:
+        subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env=env, capture_output=True)
+
+
 @pytest.mark.timeout(1500)  # apt installs postgresql and redis-server (twice: the search and the clean replay)
 def test_postgres_and_redis_are_provided_and_the_suite_passes(tmp_path):
     import shutil
 
     src = tmp_path / "services_app"
     shutil.copytree(REPOS / "services_app", src)
-    out = tmp_path / "contract"
-    home = tmp_path / "home"
-    env = {"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC}
-    r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", str(src), "--python", "3.11", "--out",
-                        str(out), "--json"], capture_output=True, text=True, env=env, timeout=1400, cwd=cli_cwd())
-    try:
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        data = json.loads(r.stdout)
+    with set_up(src, tmp_path) as (data, out):
         assert data["status"] == "verified" and data["level"] == 4 and data["pass_ratio"] == 1.0, data["reason"]
         assert data["tests_total"] == 5 and data["replay"]["statuses_same"] == 5
         assert [s["kind"] for s in data["recipe"]["services"]] == ["postgres", "redis"]
@@ -218,8 +227,6 @@ def test_postgres_and_redis_are_provided_and_the_suite_passes(tmp_path):
         assert services.START in (out / "test.sh").read_text()
         assert "apt-get install" in (out / "setup.sh").read_text()
         assert services.START in (out / "Dockerfile").read_text()
-    finally:
-        subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env=env, capture_output=True)
 
 
 def test_mysql_from_ci_settings_and_test_code(tmp_path):
@@ -243,22 +250,13 @@ def test_mysql_from_ci_settings_and_test_code(tmp_path):
 
 @pytest.mark.timeout(1500)  # apt installs mariadb-server (twice: the search and the clean replay)
 def test_mysql_is_provided_as_mariadb_and_the_suite_passes(tmp_path):
-    out = tmp_path / "contract"
-    home = tmp_path / "home"
-    env = {"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC}
-    r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", str(REPOS / "mysql_app"), "--python", "3.11",
-                        "--out", str(out), "--json"], capture_output=True, text=True, env=env, timeout=1400, cwd=cli_cwd())
-    try:
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        data = json.loads(r.stdout)
+    with set_up(REPOS / "mysql_app", tmp_path) as (data, out):
         assert data["status"] == "verified" and data["pass_ratio"] == 1.0 and data["tests_total"] == 5, data["reason"]
         assert data["replay"]["statuses_same"] == 5  # the clean replay started it again and the tests talked to it
         contract = tomllib.loads((out / "envyard.toml").read_text())
         assert [(s["kind"], s["port"], s["users"]) for s in contract["service"]] == [("mysql", 3306, ["app", "root"])]
         assert contract["service"][0]["init_sql"] == ["ci/init.sql"]  # CI's `mysql ... < ci/init.sql`
         assert "mariadb-server" in (out / "setup.sh").read_text() and services.START in (out / "test.sh").read_text()
-    finally:
-        subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env=env, capture_output=True)
 
 
 def test_services_are_rebuilt_from_the_recipe_and_defaults_are_usable():
@@ -359,44 +357,24 @@ def test_a_refused_memcached_connection_names_memcached():
 
 @pytest.mark.timeout(1500)  # apt installs memcached (twice: the search and the clean replay)
 def test_memcached_is_provided_and_the_suite_talks_to_it(tmp_path):
-    out = tmp_path / "contract"
-    home = tmp_path / "home"
-    env = {"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC}
-    r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", str(REPOS / "memcached_app"),
-                        "--python", "3.11", "--out", str(out), "--json"], capture_output=True, text=True, env=env,
-                       timeout=1400, cwd=cli_cwd())
-    try:
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        data = json.loads(r.stdout)
+    with set_up(REPOS / "memcached_app", tmp_path) as (data, out):
         # the tests store, read and increment values: only a real server passes them
         assert data["status"] == "verified" and data["pass_ratio"] == 1.0 and data["tests_total"] == 4, data["reason"]
         assert data["replay"]["statuses_same"] == 4  # the clean replay installed and started it from the contract
         contract = tomllib.loads((out / "envyard.toml").read_text())
         assert [(s["kind"], s["port"]) for s in contract["service"]] == [("memcached", 11211)]
         assert "memcached" in (out / "setup.sh").read_text() and services.START in (out / "test.sh").read_text()
-    finally:
-        subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env=env, capture_output=True)
 
 
 @pytest.mark.timeout(1500)  # apt installs rabbitmq-server with Erlang (twice: the search and the clean replay)
 def test_rabbitmq_is_provided_and_the_suite_talks_to_it(tmp_path):
-    out = tmp_path / "contract"
-    home = tmp_path / "home"
-    env = {"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC}
-    r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", str(REPOS / "rabbitmq_app"),
-                        "--python", "3.11", "--out", str(out), "--json"], capture_output=True, text=True, env=env,
-                       timeout=1400, cwd=cli_cwd())
-    try:
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        data = json.loads(r.stdout)
+    with set_up(REPOS / "rabbitmq_app", tmp_path) as (data, out):
         # the tests log in as CI's user to its vhost and send a message through a queue: only a real broker passes
         assert data["status"] == "verified" and data["pass_ratio"] == 1.0 and data["tests_total"] == 3, data["reason"]
         assert data["replay"]["statuses_same"] == 3
         contract = tomllib.loads((out / "envyard.toml").read_text())
         assert [(s["kind"], s["port"], s["users"]) for s in contract["service"]] == [("rabbitmq", 5672, ["app"])]
         assert "rabbitmq-server" in (out / "setup.sh").read_text()
-    finally:
-        subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env=env, capture_output=True)
 
 
 def test_a_server_named_only_in_code_is_not_planned():
@@ -408,15 +386,7 @@ def test_a_server_named_only_in_code_is_not_planned():
 
 @pytest.mark.timeout(1500)  # apt installs redis-server (twice: the search and the clean replay)
 def test_a_server_the_test_run_could_not_reach_is_provided_and_the_tests_run_again(tmp_path):
-    out = tmp_path / "contract"
-    home = tmp_path / "home"
-    env = {"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC}
-    r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "setup", str(REPOS / "redis_found_app"),
-                        "--python", "3.11", "--out", str(out), "--json"], capture_output=True, text=True, env=env,
-                       timeout=1400, cwd=cli_cwd())
-    try:
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        data = json.loads(r.stdout)
+    with set_up(REPOS / "redis_found_app", tmp_path) as (data, out):
         assert data["status"] == "verified" and data["pass_ratio"] == 1.0 and data["tests_total"] == 3, data["reason"]
         assert [s["kind"] for s in data["recipe"]["services"]] == ["redis"]
         assert any("could not connect to redis" in x and "run again" in x for x in data["repairs"]), data["repairs"]
@@ -424,8 +394,6 @@ def test_a_server_the_test_run_could_not_reach_is_provided_and_the_tests_run_aga
         contract = tomllib.loads((out / "envyard.toml").read_text())
         assert [(s["kind"], s["port"]) for s in contract["service"]] == [("redis", 6379)]
         assert services.START in (out / "test.sh").read_text()
-    finally:
-        subprocess.run([sys.executable, "-m", "envyard.cli.main", "gc"], env=env, capture_output=True)
 
 
 @pytest.mark.timeout(900)  # apt installs postgresql into a bullseye sandbox
