@@ -1,25 +1,25 @@
 """Services the tests expect (databases, caches), provided inside the environment.
 
-Evidence notices services (CI `services:`, compose files, environment variables that name them; see
-`data/services.toml`). For the kinds envyard knows how to provide — PostgreSQL, MySQL (as MariaDB), Redis,
-memcached and RabbitMQ, from Debian's archive — the plan adds an apt step that installs the server and a step that writes `/opt/envyard/services/start.sh` and
-`stop.sh`. start.sh starts each server as its own user (no systemd: `pg_ctlcluster`, `mariadbd` in the
-background, `redis-server --daemonize`, `memcached -d`, `rabbitmq-server -detached`),
-on 127.0.0.1 at the port the project uses (the default unless its settings name another), waits until it answers
-(`pg_isready`, `mariadb-admin ping`, `redis-cli ping`; for memcached, which ships no client, and RabbitMQ, whose
-client starts an Erlang VM, until its port listens), at most 30 s (RabbitMQ 60 s), and creates the roles, passwords and
-databases the project
-expects (from its CI service's settings — POSTGRES_USER/POSTGRES_PASSWORD/POSTGRES_DB — and the URLs and PG*
-variables its tests get; defaults postgres/postgres and a database `test`). When a server cannot start it says
-so on stderr (`envyard-services: cannot start KIND: why`) and exits 97.
+Evidence notices services (CI `services:`, a CI step that apt-installs a server, compose files, environment
+variables that name them; see `data/services.toml`). For the kinds envyard knows how to provide — PostgreSQL,
+MySQL (as MariaDB), Redis, memcached and RabbitMQ, from Debian's archive — the plan adds an apt step that
+installs the server and a step that writes `/opt/envyard/services/start.sh` and `stop.sh`. start.sh starts each
+server as its own user (no systemd: `pg_ctlcluster`, `mariadbd` in the background, `redis-server --daemonize`,
+`memcached -d`, `rabbitmq-server -detached`) on 127.0.0.1 at the port the project uses (the default unless its
+settings name another), waits until it answers (`pg_isready`, `mariadb-admin ping`, `redis-cli ping`; for
+memcached, which ships no client, and RabbitMQ, whose client starts an Erlang VM, until its port listens) for at
+most 30 s (RabbitMQ 60 s), and creates the roles, passwords and databases the project expects (from its CI
+service's settings — POSTGRES_USER/POSTGRES_PASSWORD/POSTGRES_DB — and the URLs and PG* variables its tests get;
+defaults postgres/postgres and a database `test`). When a server cannot start it says so on stderr
+(`envyard-services: cannot start KIND: why`) and exits 97.
 
 Services cannot outlive the transaction between two steps (each step runs in a fresh sandbox), so every command
-that runs the tests is wrapped (`wrap`): start.sh, the tests, then stop.sh. The environment variables the
-project's CI gives its tests (DATABASE_URL, PGHOST, REDIS_URL...) are exported, with a host that names a CI
-service container or localhost (`postgres`, `db`, `localhost`) rewritten to 127.0.0.1.
+that runs the tests is wrapped (`wrap`, `run_with`): start.sh, the tests, then stop.sh (also after a timeout). The
+environment variables the project's CI gives its tests (DATABASE_URL, PGHOST, REDIS_URL...) are exported, with a
+host that names a CI service container or localhost (`postgres`, `db`, `localhost`) rewritten to 127.0.0.1.
 
-A kind envyard cannot provide (MongoDB, Elasticsearch: not in Debian's archive) is `missing`: the tests cannot all run, so such a
-result never counts as verified.
+A kind envyard cannot provide (MongoDB, Elasticsearch: not in Debian's archive) is `missing`: the tests cannot
+all run, so such a result never counts as verified.
 """
 
 from __future__ import annotations
