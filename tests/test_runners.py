@@ -3,13 +3,16 @@ they are rebuilt, and how their output turns into per-test statuses. Pure functi
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from envyard.setup.evidence import gather
-from envyard.setup.runners import (PY, Runner, default_runner, from_command, listed_count, native_results,
-                                   parse_verbose, runners)
+from envyard.setup.runners import (INTERRUPTED_EXIT, PY, Runner, default_runner, from_command, interrupting,
+                                   listed_count, native_results, parse_verbose, runners)
+from envyard.setup.search import parse_junit
 from envyard.setup.sources import shell
 
 REPOS = Path(__file__).resolve().parent / "fixtures" / "repos"
@@ -295,3 +298,23 @@ def test_a_servers_refusal_of_root_is_found_and_the_runner_wrapped():
     assert testuser.wrap(testuser.wrap(f"{PY} -m pytest")) == f"{w} {PY} -m pytest"  # once
     assert testuser.wrap(None) is None
     assert "chown -R nobody:nogroup ../.." in testuser.step("../..").command
+
+
+def test_a_run_past_its_limit_is_interrupted_and_still_reports_the_tests_that_ran(tmp_path):
+    """pytest, sent SIGINT shortly before the limit, writes its JUnit XML for the tests that ran; the one it
+    was in is left out; the shell around it carries on. Killed at the limit instead, it would leave no XML."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("def test_ok():\n    pass\n\n\ndef test_bad():\n    assert 0\n")
+    (tmp_path / "tests" / "test_hang.py").write_text("import time\n\n\ndef test_hang():\n    time.sleep(600)\n")
+    junit = tmp_path / "junit.xml"
+    command, at = interrupting(f"cd {tmp_path} && {PY} -m pytest -q -p no:cacheprovider --junitxml={junit}", 8)
+    assert at < 8 and command.startswith(f"cd {tmp_path} && timeout -s INT ")
+    r = subprocess.run(["sh", "-c", command.replace(PY, sys.executable) + "; echo after $?"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.stdout.rstrip().endswith(f"after {INTERRUPTED_EXIT}"), r.stdout[-2000:]
+    assert "tests/test_hang.py:5: KeyboardInterrupt" in r.stdout
+    assert parse_junit(junit.read_bytes()) == {"tests.test_a::test_ok": "passed", "tests.test_a::test_bad": "failed"}
+
+
+def test_a_command_without_the_venvs_python_is_left_as_it_is():
+    assert interrupting("make check", 600) == ("make check", 600)

@@ -157,6 +157,9 @@ def test_a_suite_that_outlasts_the_limit_is_not_run_again_by_the_pass(home, tmp_
     assert c["kept"] is True and c["missing_after"] == 0 and "not run again" in c["tests"], c
     assert c["seconds"] < 40, c  # no second 40 s test run
     assert data["level"] == 3 and "passed the 40s limit" in data["reason"], data["reason"]
+    # Interrupted before the limit, the run still says what ran and where it hung.
+    assert "3 tests ran before it (" in data["reason"], data["reason"]
+    assert "interrupted at tests/test_slow.py:5" in data["reason"], data["reason"]
     assert time.monotonic() - t < 300
 
 

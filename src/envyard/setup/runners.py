@@ -62,6 +62,23 @@ class Runner:
         return self.command
 
 
+INTERRUPTED_EXIT = 124  # coreutils `timeout`: the command was still running when it was interrupted
+
+
+def interrupting(command: str, limit: float) -> tuple[str, float]:
+    """(`command` with its Python sent SIGINT, as Ctrl-C, shortly before `limit` and killed a little later, when
+    that is), for a run that may pass the limit. Interrupted, pytest still writes its JUnit XML and a summary
+    for the tests that ran, and unittest's output keeps its per-test lines; killed at the limit, pytest leaves
+    nothing to say how far it got or where it hung. `timeout` signals only its own process group: the shell
+    around the command (services started and stopped around it) carries on."""
+    grace = min(30.0, limit / 10)
+    at = max(1.0, limit - grace)
+    head, sep, rest = command.partition(f"{PY} ")
+    if not sep:
+        return command, limit
+    return f"{head}timeout -s INT -k {max(1.0, grace / 2):.0f} {at:.0f} {PY} {rest}", at
+
+
 def default_runner() -> Runner:
     command = f"{PY} -m pytest"
     return Runner("pytest", command, f"{command} {COLLECT_FLAGS}")
