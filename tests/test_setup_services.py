@@ -347,6 +347,63 @@ def test_rabbitmq_from_the_ci_image_settings_and_its_amqp_url(tmp_path):
     assert services._amqp_url(svc) == "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
+CI_TLS = """jobs:
+  test:
+    services:
+      rabbitmq:
+        image: example/rabbitmq-with-certs
+        ports:
+          - 5672:5672
+          - "5671:5671"
+    steps:
+      - run: pytest
+"""
+SETUP_PY = "from setuptools import setup\nsetup(name='x')\n"
+PEM_CERT = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+PEM_KEY = "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n"
+
+
+def test_rabbitmqs_tls_port_in_ci_gets_a_tls_listener_with_the_repositorys_certificates(tmp_path):
+    """aiormq's CI publishes 5671 from an image built with tests/certs: the listener uses those files (clients
+    check the server against ca.pem and present client certificates it signed)."""
+    root = write(tmp_path / "a", {"setup.py": SETUP_PY, ".github/workflows/ci.yml": CI_TLS,
+                                  "tests/certs/ca.pem": PEM_CERT, "tests/certs/server.pem": PEM_CERT,
+                                  "tests/certs/server.key": PEM_KEY, "tests/certs/client.pem": PEM_CERT})
+    assert [f.value for f in gather(root).of("service")] == [
+        {"name": "rabbitmq", "image": "example/rabbitmq-with-certs", "ports": [5672, 5671]}]
+    svc = services.from_dict(recipe(root).services[0])
+    assert (svc.port, svc.tls_port) == (5672, 5671)
+    assert svc.tls_files == ["tests/certs/server.pem", "tests/certs/server.key", "tests/certs/ca.pem"]
+    conf = services._rabbitmq_conf(svc)
+    assert "listeners.ssl.default = 127.0.0.1:5671" in conf and "ssl_options.verify = verify_peer" in conf
+    assert "ssl_options.fail_if_no_peer_cert = false" in conf
+    step = services.steps([svc])[1].command
+    assert f"install -m 600 -o rabbitmq tests/certs/server.key {services.DIR}/rabbitmq-key.pem" in step
+    assert "openssl" not in step and svc.packages == ["rabbitmq-server"]
+    assert " 0100007F:1627 00000000:0000 0A " in services.start_script([svc])  # ready when 5671 listens too
+
+
+def test_an_amqps_url_without_certificates_gets_a_made_one(tmp_path):
+    root = write(tmp_path / "b", {"setup.py": SETUP_PY, "tests/certs/server.pem": "not a certificate\n",
+                                  "tox.ini": "[testenv]\nsetenv =\n    AMQP_URL = amqps://u:pw@rabbit:5676/v\n"})
+    svc = services.from_dict(recipe(root).services[0])
+    assert (svc.tls_port, svc.tls_files) == (5676, []) and "openssl" in svc.packages
+    assert "ssl_options.verify = verify_none" in services._rabbitmq_conf(svc)
+    assert "openssl req -x509" in services.steps([svc])[1].command
+    plain = write(tmp_path / "c", {"setup.py": SETUP_PY,
+                                   "tox.ini": "[testenv]\nsetenv =\n    AMQP_URL = amqp://u:pw@rabbit/v\n"})
+    svc = services.from_dict(recipe(plain).services[0])
+    assert svc.tls_port == 0 and "ssl" not in services._rabbitmq_conf(svc)
+
+
+def test_container_ports_of_every_form():
+    from envyard.setup.sources.ci import container_ports
+
+    assert container_ports(["5671:5671", "127.0.0.1:6379:6379", "11211/tcp", 5432, {"target": 9200},
+                            "${{ x }}", "5671"]) == [5671, 6379, 11211, 5432, 9200]
+    assert container_ports(None) == [] and container_ports("5432:5432") == []
+
+
 def test_a_refused_memcached_connection_names_memcached():
     out = ("tests/test_cache.py::test_get FAILED\n"
            "E   ConnectionRefusedError: [Errno 111] Connection refused (memcached at 127.0.0.1:11211)\n")
@@ -366,14 +423,56 @@ def test_memcached_is_provided_and_the_suite_talks_to_it(tmp_path):
         assert "memcached" in (out / "setup.sh").read_text() and services.START in (out / "test.sh").read_text()
 
 
+TLS_TEST = """import os
+import ssl
+
+import pika
+
+
+def test_login_over_tls_checking_the_server_against_the_repositorys_ca():
+    url = pika.URLParameters(os.environ["AMQP_URL"])
+    ctx = ssl.create_default_context(cafile=os.path.join(os.path.dirname(__file__), "certs", "ca.pem"))
+    tls = pika.ConnectionParameters(host="localhost", port=5671, virtual_host=url.virtual_host,
+                                    credentials=url.credentials, ssl_options=pika.SSLOptions(ctx, "localhost"))
+    conn = pika.BlockingConnection(tls)
+    assert conn.is_open
+    conn.close()
+"""
+
+
+def with_test_certificates(src: Path) -> None:
+    """A test CA and a server certificate it signed, for localhost, in src/tests/certs (as aiormq keeps them)."""
+    certs = src / "tests" / "certs"
+    certs.mkdir(parents=True)
+    (certs / "ext.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    for cmd in ("openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj /CN=test-ca -keyout ca.key -out ca.pem",
+                "openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout server.key -out server.csr",
+                "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 "
+                "-extfile ext.cnf -out server.pem"):
+        subprocess.run(cmd.split(), cwd=certs, check=True, capture_output=True)
+    for name in ("ca.key", "server.csr", "ext.cnf", "ca.srl"):
+        (certs / name).unlink(missing_ok=True)
+
+
 @pytest.mark.timeout(1500)  # apt installs rabbitmq-server with Erlang (twice: the search and the clean replay)
 def test_rabbitmq_is_provided_and_the_suite_talks_to_it(tmp_path):
-    with set_up(REPOS / "rabbitmq_app", tmp_path) as (data, out):
+    """rabbitmq_app, with its CI publishing the TLS port too and a test that logs in over TLS, checking the server
+    against the repository's CA: AMQP and AMQPS both answer, with the repository's certificate."""
+    import shutil
+
+    src = tmp_path / "rabbitmq_app"
+    shutil.copytree(REPOS / "rabbitmq_app", src)
+    ci = src / ".github" / "workflows" / "tests.yml"
+    ci.write_text(ci.read_text().replace("- 5672:5672\n", "- 5672:5672\n          - 5671:5671\n"))
+    (src / "tests" / "test_tls.py").write_text(TLS_TEST)
+    with_test_certificates(src)
+    with set_up(src, tmp_path) as (data, out):
         # the tests log in as CI's user to its vhost and send a message through a queue: only a real broker passes
-        assert data["status"] == "verified" and data["pass_ratio"] == 1.0 and data["tests_total"] == 3, data["reason"]
-        assert data["replay"]["statuses_same"] == 3
+        assert data["status"] == "verified" and data["pass_ratio"] == 1.0 and data["tests_total"] == 4, data["reason"]
+        assert data["replay"]["statuses_same"] == 4
         contract = tomllib.loads((out / "envyard.toml").read_text())
-        assert [(s["kind"], s["port"], s["users"]) for s in contract["service"]] == [("rabbitmq", 5672, ["app"])]
+        assert [(s["kind"], s["port"], s["users"], s["tls_port"]) for s in contract["service"]] == \
+            [("rabbitmq", 5672, ["app"], 5671)]
         assert "rabbitmq-server" in (out / "setup.sh").read_text()
 
 

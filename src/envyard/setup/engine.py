@@ -471,6 +471,8 @@ def _toml(result: SetupResult, ev: Evidence) -> str:
                       f"users = {json.dumps([u for u, _ in svc['users']])}",
                       f"databases = {json.dumps([d for d, _ in svc['databases']])}",
                       f"init_sql = {json.dumps(svc.get('init_sql', []))}",
+                      *([f"tls_port = {svc['tls_port']}", f"tls_files = {json.dumps(svc.get('tls_files', []))}"]
+                        if svc.get("tls_port") else []),
                       f"start = {q(services.START)}", f"evidence = {json.dumps(svc['evidence'])}", ""]
         if r.services_missing:
             lines += ["[services_missing]  # the tests expect them; envyard cannot provide them"]

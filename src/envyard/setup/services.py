@@ -10,7 +10,8 @@ settings name another), waits until it answers (`pg_isready`, `mariadb-admin pin
 memcached, which ships no client, and RabbitMQ, whose client starts an Erlang VM, until its port listens) for at
 most 30 s (RabbitMQ 60 s), and creates the roles, passwords and databases the project expects (from its CI
 service's settings — POSTGRES_USER/POSTGRES_PASSWORD/POSTGRES_DB — and the URLs and PG* variables its tests get;
-defaults postgres/postgres and a database `test`). When a server cannot start it says so on stderr
+defaults postgres/postgres and a database `test`); RabbitMQ also listens with TLS when the tests want it, with
+the repository's test certificate if it has one. When a server cannot start it says so on stderr
 (`envyard-services: cannot start KIND: why`) and exits 97.
 
 Services cannot outlive the transaction between two steps (each step runs in a fresh sandbox), so every command
@@ -27,6 +28,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Callable
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
@@ -49,6 +51,7 @@ DEFAULT_USER, DEFAULT_PASSWORD, DEFAULT_DB = "postgres", "postgres", "test"
 MYSQL_USER, MYSQL_PASSWORD = "root", "root"  # the mysql image's MYSQL_ROOT_PASSWORD as CI configs often set it
 RABBITMQ_USER = "guest"  # the rabbitmq image's default user, password and vhost
 RABBITMQ_VHOST = "/"
+RABBITMQ_TLS_PORT = 5671
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "0.0.0.0", "::1", "[::1]", "host.docker.internal"}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,62}$")
 _SECRET = re.compile(r"^[\x21-\x7e]{1,200}$")  # printable, no spaces
@@ -71,6 +74,8 @@ class Service:
     password: str = ""  # redis: requirepass
     trust: bool = False  # postgres: no password anywhere: local connections are trusted
     init_sql: list[str] = field(default_factory=list)  # the repository's SQL files CI feeds the server, in order
+    tls_port: int = 0  # rabbitmq: a TLS listener too (CI publishes 5671, or the tests use amqps://)
+    tls_files: list[str] = field(default_factory=list)  # its certificate, key and CA from the repository; [] = made
     evidence: list[str] = field(default_factory=list)  # "file:line (rule)"
 
     def to_dict(self) -> dict:
@@ -159,10 +164,12 @@ def needed(ev: Evidence) -> Services:
     ports the project uses), what it cannot, and the environment variables to export for the tests."""
     out = Services()
     kinds: dict[str, list[str]] = {}
+    ports: dict[str, set[int]] = {}  # the container ports CI publishes, per kind
     for f in ev.of("service"):
         name = f.value.get("name") if isinstance(f.value, dict) else None
         if isinstance(name, str):
             kinds.setdefault(name, []).append(_where(f))
+            ports.setdefault(name, set()).update(p for p in f.value.get("ports", []) if isinstance(p, int))
     if "database" in kinds:  # a DATABASE_URL-like name with no value: often sqlite by default; nothing to provide
         out.notes.append("a database variable is passed without a value (" + kinds.pop("database")[0]
                          + "): its kind is unknown, no service is provided for it")
@@ -206,6 +213,8 @@ def needed(ev: Evidence) -> Services:
         svc = _build(kind, settings.get(kind, {}), env_of.get(kind, []))
         svc.evidence = where[:5]
         svc.init_sql = init_sql.get(kind, [])[:MAX_INIT_SQL]
+        if kind == "rabbitmq":
+            _rabbitmq_tls(svc, settings.get(kind, {}), env_of.get(kind, []), ports.get(kind, set()), ev.root)
         out.provided.append(svc)
         _code_env(svc, code.get(kind, []), out)
     for kind, where in out.missing.items():
@@ -420,6 +429,55 @@ def _rabbitmq(settings: dict[str, str], env: list[tuple[str, str]]) -> Service:
     return svc
 
 
+def _rabbitmq_tls(svc: Service, settings: dict[str, str], env: list[tuple[str, str]], ports: set[int],
+                  root: Path) -> None:
+    """A TLS listener beside AMQP when the tests want one: CI publishes the TLS port (5671), the image is
+    configured for TLS (RABBITMQ_SSL_*), or an amqps:// URL points at it. Its certificate, key and CA are the
+    repository's test ones when it has them (aiormq's tests/certs: clients may check the server against that
+    CA, or present a client certificate it signed); else start.sh's step makes a self-signed one."""
+    urls = [parse_url(v) for _n, v in env if v.startswith("amqps://")]
+    if not (RABBITMQ_TLS_PORT in ports or any(k.startswith("RABBITMQ_SSL_") for k in settings) or urls):
+        return
+    svc.tls_port = next((u["port"] for u in urls if u.get("port")), RABBITMQ_TLS_PORT)
+    svc.tls_files = _server_certificate(root)
+    if not svc.tls_files:
+        svc.packages = sorted({*svc.packages, "openssl"})
+
+
+_CERT_NAMES = ("server.pem", "server.crt", "server_certificate.pem", "server-cert.pem", "server_cert.pem")
+_KEY_NAMES = ("server.key", "server_key.pem", "server-key.pem", "server.key.pem")
+_CA_NAMES = ("ca.pem", "ca.crt", "ca_certificate.pem", "ca-cert.pem", "cacert.pem", "ca-root.crt")
+_SKIP_DIRS = {".git", ".tox", ".nox", "node_modules", ".venv", "venv", "build", "dist", "__pycache__"}
+
+
+def _server_certificate(root: Path, depth: int = 4) -> list[str]:
+    """[certificate, key, CA] of a test server in the repository (paths from its root, one directory holding
+    all three), or []."""
+    def walk(d: Path, level: int):
+        try:
+            entries = sorted(d.iterdir())
+        except OSError:
+            return
+        names = {e.name: e for e in entries if e.is_file()}
+        found = [next((names[n] for n in group if n in names), None) for group in (_CERT_NAMES, _KEY_NAMES, _CA_NAMES)]
+        if all(found) and _pem(found[0], b"-----BEGIN CERTIFICATE") and _pem(found[1], b"PRIVATE KEY-----") \
+                and _pem(found[2], b"-----BEGIN CERTIFICATE"):
+            yield [f.relative_to(root).as_posix() for f in found]
+        if level < depth:
+            for e in entries:
+                if e.is_dir() and not e.is_symlink() and e.name not in _SKIP_DIRS:
+                    yield from walk(e, level + 1)
+
+    return next(walk(root, 0), [])
+
+
+def _pem(path: Path, marker: bytes) -> bool:
+    try:
+        return marker in path.read_bytes()[:8192]
+    except OSError:
+        return False
+
+
 # ---------------------------------------------------------------------------------------------------- scripts
 
 def _sql_literal(s: str) -> str:
@@ -564,8 +622,17 @@ done
 def _rabbitmq_conf(svc: Service) -> str:
     (user, password), (vhost, _owner) = svc.users[0], svc.databases[0]
     # loopback_users: the image's guest may log in only from localhost; the tests are on 127.0.0.1 anyway
-    return (f"listeners.tcp.default = 127.0.0.1:{svc.port}\ndefault_user = {user}\ndefault_pass = {password}\n"
+    conf = (f"listeners.tcp.default = 127.0.0.1:{svc.port}\ndefault_user = {user}\ndefault_pass = {password}\n"
             f"default_vhost = {vhost}\nloopback_users = none\n")
+    if svc.tls_port:
+        # Client certificates are checked when a client presents one (the CA signed it), never required, as
+        # the CI images set it (RABBITMQ_SSL_FAIL_IF_NO_PEER_CERT=false); a made certificate has no CA to check with.
+        verify = "verify_peer" if svc.tls_files else "verify_none"
+        conf += (f"listeners.ssl.default = 127.0.0.1:{svc.tls_port}\n"
+                 f"ssl_options.cacertfile = {DIR}/rabbitmq-ca.pem\nssl_options.certfile = {DIR}/rabbitmq-cert.pem\n"
+                 f"ssl_options.keyfile = {DIR}/rabbitmq-key.pem\nssl_options.verify = {verify}\n"
+                 "ssl_options.fail_if_no_peer_cert = false\n")
+    return conf
 
 
 def _rabbitmq_start(svc: Service) -> str:
@@ -574,8 +641,9 @@ def _rabbitmq_start(svc: Service) -> str:
     env = (f"RABBITMQ_NODENAME=rabbit@localhost RABBITMQ_CONFIG_FILE={DIR}/rabbitmq.conf "
            "RABBITMQ_PID_FILE=/tmp/envyard-rabbitmq.pid RABBITMQ_LOGS=/tmp/envyard-rabbitmq.log "
            "ERL_EPMD_ADDRESS=127.0.0.1 RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS='-kernel inet_dist_use_interface {127,0,0,1}'")
-    return f"""# rabbitmq on 127.0.0.1:{p}, as the rabbitmq user
-rmq_listening() {{ grep -q ' 0100007F:{p:04X} 00000000:0000 0A ' /proc/net/tcp; }}
+    tls = (f" && grep -q ' 0100007F:{svc.tls_port:04X} 00000000:0000 0A ' /proc/net/tcp" if svc.tls_port else "")
+    return f"""# rabbitmq on 127.0.0.1:{p}{f' (TLS on {svc.tls_port})' if svc.tls_port else ''}, as the rabbitmq user
+rmq_listening() {{ grep -q ' 0100007F:{p:04X} 00000000:0000 0A ' /proc/net/tcp{tls}; }}
 if ! {{ [ -f /tmp/envyard-rabbitmq.pid ] && kill -0 "$(cat /tmp/envyard-rabbitmq.pid)" 2>/dev/null; }}; then
   rmq_listening && fail rabbitmq "port {p} on 127.0.0.1 is taken by a server outside this environment"
   su rabbitmq -s /bin/sh -c "{env} rabbitmq-server -detached" >/tmp/envyard-rabbitmq-start.log 2>&1 || \\
@@ -586,6 +654,20 @@ until rmq_listening; do
   i=$((i + 1)); [ $i -lt 120 ] || fail rabbitmq "not ready after 60 s: $(tail -n 3 /tmp/envyard-rabbitmq.log 2>/dev/null)"; sleep 0.5
 done
 """
+
+
+def _rabbitmq_certificate(svc: Service) -> str:
+    """The shell that puts the TLS listener's certificate, key and CA where rabbitmq.conf says, readable by the
+    rabbitmq user only: the repository's (run from the project's root, like every step), or a self-signed one
+    for localhost and 127.0.0.1 made here (its own CA)."""
+    cert, key, ca = (f"{DIR}/rabbitmq-{n}.pem" for n in ("cert", "key", "ca"))
+    if svc.tls_files:
+        src_cert, src_key, src_ca = map(shlex.quote, svc.tls_files)
+        return (f"install -m 644 {src_cert} {cert} && install -m 600 -o rabbitmq {src_key} {key} && "
+                f"install -m 644 {src_ca} {ca}")
+    return (f"openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj /CN=localhost "
+            f"-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout {key} -out {cert} 2>/dev/null && "
+            f"chown rabbitmq {key} && chmod 600 {key} && cp {cert} {ca}")
 
 
 def start_script(services: list[Service]) -> str:
@@ -648,6 +730,8 @@ def steps(services: list[Service]):
         elif s.kind == "rabbitmq":
             writes.append(_write(f"{DIR}/rabbitmq.conf", _rabbitmq_conf(s), "640")
                           + f" && chown rabbitmq {DIR}/rabbitmq.conf")
+            if s.tls_port:
+                writes.append(_rabbitmq_certificate(s))
         # run from the project's root, like every step
         writes += [f"install -m 644 {shlex.quote(path)} {_init_file(s, i)}" for i, path in enumerate(s.init_sql)]
     return [apt_step(packages, f"services the tests expect: {kinds}"),

@@ -191,7 +191,8 @@ class _Walker:
                         continue                                # the project's own container, not a dependency
                 elif isinstance(definition, Scalar):
                     image = definition
-                kind = self.service(str(name), image if isinstance(image, Scalar) else None, name)
+                ports = container_ports(definition.get("ports")) if isinstance(definition, dict) else []
+                kind = self.service(str(name), image if isinstance(image, Scalar) else None, name, ports)
                 if kind and isinstance(definition, dict):
                     self.settings(kind, str(name), definition.get("env") or definition.get("environment"))
         elif isinstance(value, list):                           # GitLab (images), Travis (names)
@@ -206,7 +207,7 @@ class _Walker:
                     else:
                         self.service(str(item), item, item)
 
-    def service(self, name: str, image: Scalar | None, where) -> str | None:
+    def service(self, name: str, image: Scalar | None, where, ports: list[int] = ()) -> str | None:
         service = (service_for_image(image) if image else None) or service_for_alias(name)
         if service is None and image is None:
             if self.system == "travis" and name not in ("docker", "xvfb"):
@@ -218,6 +219,8 @@ class _Walker:
         value = {"name": service}
         if image:
             value["image"] = str(image)
+        if ports:
+            value["ports"] = list(ports)
         if service in _DATABASES:
             self.databases.add(service)
         self.sink.add("service", value, self.rel, getattr(where, "line", None), f"{self.system}.services")
@@ -271,3 +274,17 @@ class _Walker:
         elif isinstance(value, list):                           # CircleCI docker: [{image: ...}]
             for item in value:
                 self.image(item)
+
+
+def container_ports(value) -> list[int]:
+    """The container ports a CI service or compose entry publishes (`- 5671:5671`, `- 5432/tcp`,
+    `- "127.0.0.1:6379:6379"`, `- 11211`): which of a server's listeners the tests use (RabbitMQ's TLS 5671)."""
+    ports: list[int] = []
+    for item in value if isinstance(value, list) else []:
+        if isinstance(item, dict):  # compose's long form: {target: 5671, published: 5671}
+            item = item.get("target")
+        text = str(item).strip() if isinstance(item, (str, int)) else ""
+        last = text.rsplit(":", 1)[-1].split("/", 1)[0]
+        if last.isdigit() and 0 < int(last) < 65536 and int(last) not in ports:
+            ports.append(int(last))
+    return ports
