@@ -404,6 +404,24 @@ def test_container_ports_of_every_form():
     assert container_ports(None) == [] and container_ports("5432:5432") == []
 
 
+def test_tests_ci_runs_under_xvfb_run_get_an_x_display(tmp_path):
+    root = write(tmp_path / "a", {"setup.py": SETUP_PY,
+                                  ".github/workflows/ci.yml": "jobs:\n  t:\n    steps:\n      - run: xvfb-run -a pytest\n"})
+    r = recipe(root)
+    assert [(s["kind"], s["port"], s["packages"]) for s in r.services] == [("xvfb", 99, ["xvfb"])]
+    assert r.env["DISPLAY"] == ":99" and not r.services_missing
+    svc = services.from_dict(r.services[0])
+    start, stop = services.start_script([svc]), services.stop_script([svc])
+    assert "Xvfb :99 -screen 0 1280x1024x24 -nolisten tcp" in start and "[ -S /tmp/.X11-unix/X99 ]" in start
+    assert "X display :99 ready" in start and "rm -f /tmp/envyard-xvfb.pid /tmp/.X99-lock" in stop
+    # CI starts its own Xvfb on the DISPLAY it exports: the same display here
+    root = write(tmp_path / "b", {"setup.py": SETUP_PY, ".github/workflows/ci.yml": (
+        "env:\n  DISPLAY: ':42.0'\njobs:\n  t:\n    steps:\n      - run: sudo apt-get install -y xvfb\n"
+        "      - run: pytest\n")})
+    r = recipe(root)
+    assert [(s["kind"], s["port"]) for s in r.services] == [("xvfb", 42)] and r.env["DISPLAY"] == ":42.0"
+
+
 def test_a_refused_memcached_connection_names_memcached():
     out = ("tests/test_cache.py::test_get FAILED\n"
            "E   ConnectionRefusedError: [Errno 111] Connection refused (memcached at 127.0.0.1:11211)\n")
@@ -474,6 +492,20 @@ def test_rabbitmq_is_provided_and_the_suite_talks_to_it(tmp_path):
         assert [(s["kind"], s["port"], s["users"], s["tls_port"]) for s in contract["service"]] == \
             [("rabbitmq", 5672, ["app"], 5671)]
         assert "rabbitmq-server" in (out / "setup.sh").read_text()
+
+
+@pytest.mark.timeout(1500)  # apt installs xvfb (twice: the search and the clean replay)
+def test_tests_that_fail_for_want_of_a_display_get_one_and_run_again(tmp_path):
+    """xvfb_app's tests open windows with python-xlib, and nothing in the repository says so: their first run
+    fails with `DisplayNameError`; an X display is provided, DISPLAY exported, and they all pass."""
+    with set_up(REPOS / "xvfb_app", tmp_path) as (data, out):
+        assert data["status"] == "verified" and data["pass_ratio"] == 1.0 and data["tests_total"] == 3, data["reason"]
+        assert [s["kind"] for s in data["recipe"]["services"]] == ["xvfb"]
+        assert data["recipe"]["env"]["DISPLAY"] == ":99"
+        assert any("could not connect to xvfb" in x for x in data["repairs"]), data["repairs"]
+        assert data["replay"]["statuses_same"] == 3
+        contract = tomllib.loads((out / "envyard.toml").read_text())
+        assert [(s["kind"], s["display"]) for s in contract["service"]] == [("xvfb", ":99")]
 
 
 def test_a_server_named_only_in_code_is_not_planned():

@@ -91,6 +91,10 @@ def test_connection_failures_from_junit_name_the_service():
     ("psycopg2.OperationalError: could not connect to server: Connection refused", "postgres"),
     # pylibmc's own check before each test: nothing else in its failures says "connection"
     ("pylibmc.test.NotAliveError: test memcached 127.0.0.1:11211 not alive", "memcached"),
+    # no X display: python-xlib, tkinter, Qt
+    ('Xlib.error.DisplayNameError: Bad display name ""', "xvfb"),
+    ("_tkinter.TclError: no display name and no $DISPLAY environment variable", "xvfb"),
+    ('qt.qpa.xcb: could not connect to display', "xvfb"),
 ])
 def test_connection_failures_from_output(line, kind):
     conn = verdict.connection_failures(output=f"ERROR: test_a ...\n{line}\nok\n")
@@ -148,3 +152,9 @@ def test_the_import_check_takes_top_level_scripts_as_imported(tmp_path):
     r = subprocess.run([sys.executable, "-c", IMPORT_CHECK, "pkg"], cwd="/", env=env, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode != 0 and "not supported" in r.stderr
+
+
+def test_a_missing_display_is_described_as_one():
+    conn = verdict.connection_failures(output='E   Xlib.error.DisplayNameError: Bad display name ""\n')
+    assert verdict.describe_connection(conn, provided=[]).startswith(
+        "1 lines of the output could not connect to an X display (xvfb)")

@@ -466,7 +466,9 @@ def _toml(result: SetupResult, ev: Evidence) -> str:
         for s in r.steps:
             lines += ["[[recipe.step]]", f"kind = {q(s.kind)}", f"command = {q(s.command)}", f"why = {q(s.why)}", ""]
         for svc in r.services:  # started by /opt/envyard/services/start.sh before the tests
-            lines += ["[[service]]", f"kind = {q(svc['kind'])}", f"host = {q('127.0.0.1')}", f"port = {svc['port']}",
+            where = ([f"display = {q(':' + str(svc['port']))}"] if svc["kind"] == "xvfb"
+                     else [f"host = {q('127.0.0.1')}", f"port = {svc['port']}"])
+            lines += ["[[service]]", f"kind = {q(svc['kind'])}", *where,
                       f"packages = {json.dumps(svc['packages'])}",
                       f"users = {json.dumps([u for u, _ in svc['users']])}",
                       f"databases = {json.dumps([d for d, _ in svc['databases']])}",

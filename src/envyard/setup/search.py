@@ -1158,6 +1158,10 @@ class Search:
                 return False
         recipe.steps.extend(steps)
         recipe.services = [s.to_dict() for s in wanted]
+        for svc in wanted:  # DISPLAY, for an X display: the contract keeps it, the tests get it now
+            for name, value in services.exports(svc).items():
+                recipe.env.setdefault(name, value)
+                ws.env.setdefault(name, value)
         b.repairs.append(f"{why}: provided, and the tests run again")
         return True
 

@@ -14,6 +14,9 @@ defaults postgres/postgres and a database `test`); RabbitMQ also listens with TL
 the repository's test certificate if it has one. When a server cannot start it says so on stderr
 (`envyard-services: cannot start KIND: why`) and exits 97.
 
+An X display (Xvfb, `DISPLAY=:99`) is provided the same way for tests that open windows: CI runs them under
+`xvfb-run`, apt-installs xvfb or exports DISPLAY, or their run fails for want of a display.
+
 Services cannot outlive the transaction between two steps (each step runs in a fresh sandbox), so every command
 that runs the tests is wrapped (`wrap`, `run_with`): start.sh, the tests, then stop.sh (also after a timeout). The
 environment variables the project's CI gives its tests (DATABASE_URL, PGHOST, REDIS_URL...) are exported, with a
@@ -46,7 +49,8 @@ KINDS = {"postgres": {"packages": ["postgresql"], "port": 5432},
          "mysql": {"packages": ["mariadb-server", "mariadb-client"], "port": 3306},
          "redis": {"packages": ["redis-server"], "port": 6379},
          "memcached": {"packages": ["memcached"], "port": 11211},
-         "rabbitmq": {"packages": ["rabbitmq-server"], "port": 5672}}
+         "rabbitmq": {"packages": ["rabbitmq-server"], "port": 5672},
+         "xvfb": {"packages": ["xvfb"], "port": 99}}  # an X server; its "port" is the display number
 DEFAULT_USER, DEFAULT_PASSWORD, DEFAULT_DB = "postgres", "postgres", "test"
 MYSQL_USER, MYSQL_PASSWORD = "root", "root"  # the mysql image's MYSQL_ROOT_PASSWORD as CI configs often set it
 RABBITMQ_USER = "guest"  # the rabbitmq image's default user, password and vhost
@@ -215,6 +219,8 @@ def needed(ev: Evidence) -> Services:
         svc.init_sql = init_sql.get(kind, [])[:MAX_INIT_SQL]
         if kind == "rabbitmq":
             _rabbitmq_tls(svc, settings.get(kind, {}), env_of.get(kind, []), ports.get(kind, set()), ev.root)
+        for name, value in exports(svc).items():
+            out.env.setdefault(name, value)
         out.provided.append(svc)
         _code_env(svc, code.get(kind, []), out)
     for kind, where in out.missing.items():
@@ -305,6 +311,8 @@ def _build(kind: str, settings: dict[str, str], env: list[tuple[str, str]]) -> S
         return _redis(env)
     if kind == "rabbitmq":
         return _rabbitmq(settings, env)
+    if kind == "xvfb":
+        return _xvfb(env)
     return _memcached(env)
 
 
@@ -427,6 +435,18 @@ def _rabbitmq(settings: dict[str, str], env: list[tuple[str, str]]) -> Service:
     svc.users = [(user, password or RABBITMQ_USER) if ok_user else (RABBITMQ_USER, RABBITMQ_USER)]
     svc.databases = [(vhost if vhost and _VHOST.match(vhost) else RABBITMQ_VHOST, svc.users[0][0])]
     return svc
+
+
+def _xvfb(env: list[tuple[str, str]]) -> Service:
+    """An X display for tests that open windows: the DISPLAY CI exports (`:99.0`), else :99."""
+    display = next((m.group(1) for name, value in env if name == "DISPLAY"
+                    for m in [re.fullmatch(r":(\d{1,4})(?:\.\d+)?", value.strip())] if m), None)
+    return Service("xvfb", int(display) if display else KINDS["xvfb"]["port"], list(KINDS["xvfb"]["packages"]))
+
+
+def exports(svc: Service) -> dict[str, str]:
+    """What the tests must be told to find a service that no address variable names: the X display."""
+    return {"DISPLAY": f":{svc.port}"} if svc.kind == "xvfb" else {}
 
 
 def _rabbitmq_tls(svc: Service, settings: dict[str, str], env: list[tuple[str, str]], ports: set[int],
@@ -670,15 +690,35 @@ def _rabbitmq_certificate(svc: Service) -> str:
             f"chown rabbitmq {key} && chmod 600 {key} && cp {cert} {ca}")
 
 
+def _xvfb_start(svc: Service) -> str:
+    d = svc.port
+    # Ready when its socket exists. A lock left by an Xvfb that was killed would stop the next one: removed first.
+    return f"""# an X display :{d} (Xvfb), for tests that open windows
+if ! {{ [ -f /tmp/envyard-xvfb.pid ] && kill -0 "$(cat /tmp/envyard-xvfb.pid)" 2>/dev/null; }}; then
+  rm -f /tmp/.X{d}-lock /tmp/.X11-unix/X{d}
+  Xvfb :{d} -screen 0 1280x1024x24 -nolisten tcp >/tmp/envyard-xvfb.log 2>&1 &
+  echo $! > /tmp/envyard-xvfb.pid
+fi
+i=0
+until [ -S /tmp/.X11-unix/X{d} ]; do
+  kill -0 "$(cat /tmp/envyard-xvfb.pid)" 2>/dev/null || fail xvfb "Xvfb exited: $(tail -n 3 /tmp/envyard-xvfb.log)"
+  i=$((i + 1)); [ $i -lt 60 ] || fail xvfb "display :{d} not ready after 30 s"; sleep 0.5
+done
+"""
+
+
+def _where_it_is(svc: Service) -> str:
+    return f"X display :{svc.port}" if svc.kind == "xvfb" else f"{svc.kind} on 127.0.0.1:{svc.port}"
+
+
 def start_script(services: list[Service]) -> str:
     start = {"postgres": _postgres_start, "mysql": _mysql_start, "redis": _redis_start, "memcached": _memcached_start,
-             "rabbitmq": _rabbitmq_start}
+             "rabbitmq": _rabbitmq_start, "xvfb": _xvfb_start}
     body = "".join(start[s.kind](s) for s in services)
     return ("#!/bin/sh\n# written by `envyard setup`: starts the services the tests expect, inside this environment"
             " (no systemd);\n# idempotent. Run it before the tests (test.sh does).\nset -u\n"
             f'fail() {{ echo "{FAILED} $1: $2" >&2; exit {FAILED_EXIT}; }}\n' + body
-            + 'echo "envyard-services: ' + ", ".join(f"{s.kind} on 127.0.0.1:{s.port}" for s in services)
-            + ' ready" >&2\n')
+            + 'echo "envyard-services: ' + ", ".join(map(_where_it_is, services)) + ' ready" >&2\n')
 
 
 def stop_script(services: list[Service]) -> str:
@@ -695,6 +735,10 @@ def stop_script(services: list[Service]) -> str:
             body += ('[ -f /tmp/envyard-rabbitmq.pid ] && pid=$(cat /tmp/envyard-rabbitmq.pid) && kill "$pid" 2>/dev/null '
                      '&& i=0 && while kill -0 "$pid" 2>/dev/null && [ $i -lt 60 ]; do i=$((i + 1)); sleep 0.5; done\n'
                      "rm -f /tmp/envyard-rabbitmq.pid\nERL_EPMD_ADDRESS=127.0.0.1 epmd -kill >/dev/null 2>&1\n")
+        elif s.kind == "xvfb":
+            body += ('[ -f /tmp/envyard-xvfb.pid ] && pid=$(cat /tmp/envyard-xvfb.pid) && kill "$pid" 2>/dev/null '
+                     '&& i=0 && while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do i=$((i + 1)); sleep 0.1; done\n'
+                     f"rm -f /tmp/envyard-xvfb.pid /tmp/.X{s.port}-lock /tmp/.X11-unix/X{s.port}\n")
         elif s.kind == "memcached":
             body += ('[ -f /tmp/envyard-memcached.pid ] && pid=$(cat /tmp/envyard-memcached.pid) && kill "$pid" 2>/dev/null '
                      '&& i=0 && while kill -0 "$pid" 2>/dev/null && [ $i -lt 60 ]; do i=$((i + 1)); sleep 0.1; done\n'

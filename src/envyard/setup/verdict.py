@@ -24,6 +24,10 @@ import xml.etree.ElementTree as ET
 
 GOOD_RATIO = 0.9
 
+# A failure text that says there is no X display to open a window on (tkinter, Qt, GTK, python-xlib, pyglet).
+_NO_DISPLAY = (r"no display name|\$DISPLAY|could(?:n'?t| not) connect to display|can'?t connect to display|"
+               r"can(?:not|'?t) open display|DisplayNameError|NoSuchDisplayException|"
+               r"no Qt platform plugin could be initialized")
 # A failure text that says a server was not reachable.
 CONNECTION = re.compile(
     r"connection refused|could not connect to (?:the )?server|is the server running|"
@@ -31,8 +35,8 @@ CONNECTION = re.compile(
     r"can'?t connect to (?:local )?MySQL server|Error \d+ connecting to [\w.:-]+|"
     r"ServerSelectionTimeoutError|ConnectionRefusedError|Failed to establish a new connection|"
     # a suite's own check of its server (pylibmc: `test memcached 127.0.0.1:11211 not alive`)
-    r"\b(?:127\.0\.0\.1|localhost):\d{2,5}\b[^\n]{0,40}?\b(?:not alive|not reachable|unreachable|not responding)\b",
-    re.I)
+    r"\b(?:127\.0\.0\.1|localhost):\d{2,5}\b[^\n]{0,40}?\b(?:not alive|not reachable|unreachable|not responding)\b|"
+    + _NO_DISPLAY, re.I)
 # What a connection error names, to tell which service it wanted.
 _KIND_HINTS = (
     ("postgres", re.compile(r"\b5432\b|\.s\.PGSQL|postgres|psycopg|asyncpg|libpq", re.I)),
@@ -42,9 +46,14 @@ _KIND_HINTS = (
     ("elasticsearch", re.compile(r"\b9200\b|elasticsearch", re.I)),
     ("rabbitmq", re.compile(r"\b5672\b|amqp|rabbitmq", re.I)),
     ("memcached", re.compile(r"\b11211\b|memcache", re.I)),
+    ("xvfb", re.compile(_NO_DISPLAY, re.I)),
 )
 PORTS = {"postgres": 5432, "mysql": 3306, "redis": 6379, "mongo": 27017, "elasticsearch": 9200, "rabbitmq": 5672,
          "memcached": 11211}
+
+
+def _named(kind: str) -> str:
+    return "an X display (xvfb)" if kind == "xvfb" else f"{kind} (port {PORTS[kind]})"
 
 
 def _kinds(text: str) -> list[str]:
@@ -91,7 +100,7 @@ def describe_connection(conn: dict, provided: list[str]) -> str:
     """One sentence for a result's reason."""
     if not conn:
         return ""
-    what = ", ".join(f"{k} (port {PORTS[k]})" for k in conn["services"]) or "a server"
+    what = ", ".join(map(_named, conn["services"])) or "a server"
     count = (f"{conn['tests']} of the {conn['failing']} failing tests" if conn.get("failing")
              else f"{conn['tests']} lines of the output")
     given = [k for k in conn["services"] if k in provided]

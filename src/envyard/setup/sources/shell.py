@@ -211,6 +211,8 @@ def record_command(sink: Sink, text: str, file: str, line: int | None, via: str,
             sink.add("test_command", literal, file, line, via)
             if c.runner:
                 sink.add("test_runner", c.runner, file, line, via)
+            if any(t.rsplit("/", 1)[-1] == "xvfb-run" for t in toks):  # the tests open windows: an X display
+                sink.add("service", {"name": "xvfb"}, file, line, f"{via} (xvfb-run)")
     return found
 
 
