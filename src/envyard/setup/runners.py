@@ -71,12 +71,12 @@ def interrupting(command: str, limit: float) -> tuple[str, float]:
     for the tests that ran, and unittest's output keeps its per-test lines; killed at the limit, pytest leaves
     nothing to say how far it got or where it hung. `timeout` signals only its own process group: the shell
     around the command (services started and stopped around it) carries on."""
-    grace = min(30.0, limit / 10)
+    grace = min(60.0, limit / 10)  # a big suite's teardown after the interrupt (dask's clusters) takes a while
     at = max(1.0, limit - grace)
     head, sep, rest = command.partition(f"{PY} ")
     if not sep:
         return command, limit
-    return f"{head}timeout -s INT -k {max(1.0, grace / 2):.0f} {at:.0f} {PY} {rest}", at
+    return f"{head}timeout -s INT -k {max(1.0, grace * 0.8):.0f} {at:.0f} {PY} {rest}", at
 
 
 def default_runner() -> Runner:

@@ -895,7 +895,7 @@ class Search:
         ran = test_results(runner, r, sb)
         if ran:
             detail += f"; {len(ran)} tests ran before it ({runners.summary(ran)})"
-        where = re.findall(r"^(\S+:\d+): KeyboardInterrupt\s*$", r.stdout + r.stderr, re.M)
+        where = re.findall(r"^(\S+:\d+): KeyboardInterrupt\s*$", r.stdout + r.stderr + _spilled_tail(r), re.M)
         if where:
             detail += f"; interrupted at {where[-1].removeprefix(self.workdir.rstrip('/') + '/')}"
         return detail
@@ -1343,6 +1343,16 @@ def test_results(runner: runners.Runner, r, sb: Sandbox) -> dict[str, str]:
         return parse_junit(sb.read_file(JUNIT))
     except (FileNotFoundError, EnvyardError, ET.ParseError):
         return {}
+
+
+def _spilled_tail(r, size: int = 8192) -> str:
+    """The end of what a command printed beyond what its result holds in memory (pytest's summary comes last)."""
+    try:
+        with open(r.stdout_file, "rb") as f:
+            f.seek(max(0, f.seek(0, 2) - size))
+            return f.read().decode("utf-8", "replace")
+    except (TypeError, OSError):
+        return ""
 
 
 def _junit_text(runner: runners.Runner, sb: Sandbox) -> str:
