@@ -367,6 +367,38 @@ def test_the_first_good_branch_wins_and_a_running_suite_is_killed(tmp_path):
     assert not [s for s in yard.sandboxes()]
 
 
+def test_a_branch_the_winner_cancelled_does_not_win_when_it_returns_after(tmp_path):
+    """Branch 0 wins before its completeness pass and cancels branch 1, which had reached a good L4 too and
+    returns a moment later (the cancel came too late to stop it): branch 0 stays the winner. Before, branch 1
+    became the winner on its return and cancelled branch 0 in turn; the result was the cancelled branch's."""
+    import envyard
+    from envyard.setup.evidence import gather
+    from envyard.setup.interpreters import host_interpreter
+    from envyard.setup.plan import Candidate
+    from envyard.setup.search import LevelResult, Search
+
+    class Scripted(Search):
+        def _branch(self, b):  # no sandboxes: each branch's outcome and timing, scripted
+            b.levels = [LevelResult(level, "scripted", True) for level in (0, 1, 3, 4)]
+            b.tests = {"tests/test_a.py::test_a": "passed"}
+            if b.id == 0:
+                b.won = True
+                time.sleep(2.0)  # its completeness pass
+            else:
+                time.sleep(0.8)  # still finishing when branch 0 wins
+
+    yard = envyard.Yard(tmp_path / "home")
+    try:
+        host = host_interpreter()
+        search = Scripted(yard, gather(FIXTURE), FIXTURE, "/work/tinycalc", [host])
+        best = search.run([Candidate(host, None, "first"), Candidate(host, "2024-01-01T00:00:00Z", "second")])
+        first, second = search.branches
+        assert best is first and first.state == "done" and first.reason == "", (first.state, first.reason)
+        assert second.state == "cancelled" and "branch 0 won" in second.reason
+    finally:
+        yard.close()
+
+
 def test_a_branch_wins_before_its_completeness_pass_which_the_time_limit_stops(tmp_path):
     """Branch 0 reaches L4 with a good pass ratio while branch 1 is inside a slow suite: branch 1 is cancelled
     at once, not when branch 0 has also finished its (optional) completeness pass. That pass then hangs (an

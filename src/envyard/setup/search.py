@@ -332,7 +332,7 @@ class Search:
                             queue.insert(0, Branch(-1, c, b.rank))
                     if b.level >= 3:
                         settled = True
-                    if b.good and winner is None:
+                    if b.good and winner is None and b.state == "done":  # never one the winner cancelled
                         winner = b
                         for other in running.values():
                             self._cancel(other, f"branch {b.id} won (L4, pass ratio {b.pass_ratio:.2f})")
