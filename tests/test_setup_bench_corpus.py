@@ -20,7 +20,7 @@ import report  # noqa: E402
 
 ISSUE_CATEGORIES = {"services-postgresql", "services-mysql", "services-redis", "django", "non-pytest", "src-layout",
                     "monorepo", "old-python", "scientific"}
-MORE_CATEGORIES = {"services-memcached", "services-rabbitmq"}  # the services envyard provides beyond the issue's
+MORE_CATEGORIES = {"services-memcached", "services-rabbitmq", "gui"}  # beyond the issue's: more services, an X display
 
 
 def test_corpus_file_complete_and_covers_the_issue_categories():
