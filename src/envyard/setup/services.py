@@ -15,7 +15,8 @@ the repository's test certificate if it has one. When a server cannot start it s
 (`envyard-services: cannot start KIND: why`) and exits 97.
 
 An X display (Xvfb, `DISPLAY=:99`) is provided the same way for tests that open windows: CI runs them under
-`xvfb-run`, apt-installs xvfb or exports DISPLAY, or their run fails for want of a display.
+`xvfb-run`, apt-installs xvfb or exports DISPLAY, the test code reads DISPLAY, or their run fails for want of
+a display.
 
 Services cannot outlive the transaction between two steps (each step runs in a fresh sandbox), so every command
 that runs the tests is wrapped (`wrap`, `run_with`): start.sh, the tests, then stop.sh (also after a timeout). The
