@@ -722,6 +722,15 @@ def start_script(services: list[Service]) -> str:
             + 'echo "envyard-services: ' + ", ".join(map(_where_it_is, services)) + ' ready" >&2\n')
 
 
+def _stop_pid(name: str, seconds: float, step: float) -> str:
+    """Stop the server whose pid start.sh wrote to /tmp/envyard-NAME.pid: SIGTERM (each one's orderly
+    shutdown), then wait up to `seconds` for it to exit, polling every `step`."""
+    pidfile = f"/tmp/envyard-{name}.pid"
+    return (f'[ -f {pidfile} ] && pid=$(cat {pidfile}) && kill "$pid" 2>/dev/null && i=0 && '
+            f'while kill -0 "$pid" 2>/dev/null && [ $i -lt {round(seconds / step)} ]; do i=$((i + 1)); sleep {step}; done\n'
+            f"rm -f {pidfile}\n")
+
+
 def stop_script(services: list[Service]) -> str:
     body = ""
     for s in services:
@@ -729,21 +738,13 @@ def stop_script(services: list[Service]) -> str:
             body += ("pg_lsclusters -h 2>/dev/null | while read -r v c _port status _rest; do\n"
                      '  [ "$status" = online ] && pg_ctlcluster "$v" "$c" stop -m fast\ndone\n')
         elif s.kind == "mysql":
-            body += ('[ -f /tmp/envyard-mysql.pid ] && pid=$(cat /tmp/envyard-mysql.pid) && kill "$pid" 2>/dev/null && '
-                     'i=0 && while kill -0 "$pid" 2>/dev/null && [ $i -lt 60 ]; do i=$((i + 1)); sleep 0.5; done\n'
-                     "rm -f /tmp/envyard-mysql.pid\n")
-        elif s.kind == "rabbitmq":  # SIGTERM is the Erlang VM's orderly shutdown
-            body += ('[ -f /tmp/envyard-rabbitmq.pid ] && pid=$(cat /tmp/envyard-rabbitmq.pid) && kill "$pid" 2>/dev/null '
-                     '&& i=0 && while kill -0 "$pid" 2>/dev/null && [ $i -lt 60 ]; do i=$((i + 1)); sleep 0.5; done\n'
-                     "rm -f /tmp/envyard-rabbitmq.pid\nERL_EPMD_ADDRESS=127.0.0.1 epmd -kill >/dev/null 2>&1\n")
+            body += _stop_pid("mysql", 30, 0.5)
+        elif s.kind == "rabbitmq":
+            body += _stop_pid("rabbitmq", 30, 0.5) + "ERL_EPMD_ADDRESS=127.0.0.1 epmd -kill >/dev/null 2>&1\n"
         elif s.kind == "xvfb":
-            body += ('[ -f /tmp/envyard-xvfb.pid ] && pid=$(cat /tmp/envyard-xvfb.pid) && kill "$pid" 2>/dev/null '
-                     '&& i=0 && while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do i=$((i + 1)); sleep 0.1; done\n'
-                     f"rm -f /tmp/envyard-xvfb.pid /tmp/.X{s.port}-lock /tmp/.X11-unix/X{s.port}\n")
+            body += _stop_pid("xvfb", 5, 0.1) + f"rm -f /tmp/.X{s.port}-lock /tmp/.X11-unix/X{s.port}\n"
         elif s.kind == "memcached":
-            body += ('[ -f /tmp/envyard-memcached.pid ] && pid=$(cat /tmp/envyard-memcached.pid) && kill "$pid" 2>/dev/null '
-                     '&& i=0 && while kill -0 "$pid" 2>/dev/null && [ $i -lt 60 ]; do i=$((i + 1)); sleep 0.1; done\n'
-                     "rm -f /tmp/envyard-memcached.pid\n")
+            body += _stop_pid("memcached", 6, 0.1)
         else:
             auth = f"REDISCLI_AUTH={shlex.quote(s.password)} " if s.password else ""
             body += (f"{auth}redis-cli -h 127.0.0.1 -p {s.port} shutdown nosave >/dev/null 2>&1\n"
