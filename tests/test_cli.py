@@ -135,6 +135,29 @@ def test_dash_h_is_help(cli, args):
     assert "Usage:" in short.stdout and short.stdout == long.stdout
 
 
+def test_help_shows_flags_without_a_type_and_one_line_per_command(cli):
+    # typer would print `--json <bool>` (as if it took a value) and keep the docstrings' line breaks in the list
+    r = cli("run", "--help")
+    expect(r, 0)
+    flags = [line for line in r.stdout.splitlines() if re.search(r"--json\b|--help\b", line)]
+    assert len(flags) == 2 and not any("<bool>" in line for line in flags), flags
+    assert "<str>" in r.stdout  # options that take a value keep their type
+    r = cli("--help")
+    expect(r, 0)
+    assert "<bool>" not in r.stdout
+    # pull's docstring breaks its second sentence over two lines; the list shows its first sentence alone
+    pull = [line for line in r.stdout.splitlines() if re.match(r"^│ pull\s", line)]
+    assert pull and pull[0].rstrip(" │").endswith("without a Docker daemon."), pull
+
+
+def test_short_help_is_the_first_paragraph_on_one_line_cut_when_long():
+    from envyard.cli.helpstyle import SHORT_HELP_MAX, short_help
+
+    assert short_help("Do this. Then\n    that.\n\nMore detail.") == "Do this. Then that."
+    long = "First sentence, e.g. with an abbreviation. " + "Second " * 40
+    assert len(long) > SHORT_HELP_MAX and short_help(long) == "First sentence, e.g. with an abbreviation."
+
+
 def test_version(cli):
     r = cli("--version")
     expect(r, 0)

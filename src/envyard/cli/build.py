@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
+from .helpstyle import App
 from ..errors import BadInput, EnvyardError
 
 INTERRUPTED = 130
@@ -132,7 +133,7 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
             out.print(f"{img.name} built in {seconds:.1f}s ({len(img.layers)} layers; {cached} of {file_steps} "
                       "steps that make layers came from the cache)", markup=False)
 
-    cache_app = typer.Typer(help="The build cache: each cached step is an image named buildcache/<key>.",
+    cache_app = App(help="The build cache: each cached step is an image named buildcache/<key>.",
                             no_args_is_help=True)
     app.add_typer(cache_app, name="build-cache")
 

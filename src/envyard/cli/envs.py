@@ -12,9 +12,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .helpstyle import App
 from ..errors import EnvyardError
 
-task_app = typer.Typer(help="Work with task directories (Harbor / Terminal-Bench layout).", no_args_is_help=True)
+task_app = App(help="Work with task directories (Harbor / Terminal-Bench layout).", no_args_is_help=True)
 
 
 def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:

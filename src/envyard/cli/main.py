@@ -17,16 +17,17 @@ from rich.table import Table
 from .. import __version__
 from ..errors import BadInput, EnvyardError, SandboxNotFound
 from ..runtime.limits import Limits
+from .helpstyle import App
 from .run import RUN_ERROR, Failed
 from .run import check_spec as _spec, env_pairs as _env, strip_dashes as _strip_dashes  # noqa: F401  (shared)
 
-app = typer.Typer(
+app = App(
     help="envyard: executable environments for agents — fast, daemonless, forkable sandboxes over a layer store.",
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
     # -h as well as --help; subcommands and groups inherit this from the top-level context
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-base_app = typer.Typer(help="Make base images: the host's root, Debian via debootstrap, or an imported archive.",
+base_app = App(help="Make base images: the host's root, Debian via debootstrap, or an imported archive.",
                        no_args_is_help=True)
 app.add_typer(base_app, name="base")
 

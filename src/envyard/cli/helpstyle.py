@@ -1,0 +1,65 @@
+"""typer, with plainer help screens. Recent typer releases print a flag's type as if it took a value
+(`--json <bool>`), and in the command list keep a docstring's hard line breaks (and its whole first paragraph,
+however long). `App` is `typer.Typer` whose groups and commands fix both as they are built: flags show no
+type, and a command's line in the list is its first paragraph on one line, cut to its first sentence when
+that paragraph is long. Everything else (options, parsing, errors) is typer's own."""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import typer
+from typer.core import TyperCommand, TyperGroup
+
+SHORT_HELP_MAX = 160  # a first paragraph longer than this is cut to its first sentence in the command list
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`])")
+
+
+def short_help(text: str) -> str:
+    """What a command list shows for a command whose help is `text`."""
+    first = " ".join(inspect.cleandoc(text).split("\n\n")[0].split())
+    if len(first) > SHORT_HELP_MAX:
+        first = _SENTENCE_END.split(first, maxsplit=1)[0]
+    return first
+
+
+def _no_flag_types(params) -> None:
+    for p in params:
+        if getattr(p, "is_flag", False) and not getattr(p, "count", False):
+            p.metavar = ""  # typer shows an option's metavar in place of its type
+
+
+class _Plain:
+    """Mixed into typer's command and group classes."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _no_flag_types(self.params)
+        if self.short_help is None and self.help:
+            self.short_help = short_help(self.help)
+
+    def get_help_option(self, ctx):
+        option = super().get_help_option(ctx)  # built on first use, so not among params above
+        _no_flag_types([option] if option is not None else [])
+        return option
+
+
+class Command(_Plain, TyperCommand):
+    pass
+
+
+class Group(_Plain, TyperGroup):
+    pass
+
+
+class App(typer.Typer):
+    """`typer.Typer` building `Group`s and `Command`s unless told otherwise."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("cls", Group)
+        super().__init__(**kwargs)
+
+    def command(self, *args, **kwargs):
+        kwargs.setdefault("cls", Command)
+        return super().command(*args, **kwargs)
