@@ -130,6 +130,50 @@ def test_a_setup_base_that_cannot_be_built_is_the_machines_fault(tmp_path, monke
         yard.gc()
 
 
+def test_a_step_past_the_disk_limit_is_the_machines_problem_not_the_projects(home, tmp_path, monkeypatch):
+    """The project's build writes more than a setup sandbox may: the kernel answers EDQUOT, and setup stops with
+    DiskFull (exit 25) naming the limit, instead of reporting an L0 install failure and trying repairs."""
+    import envyard
+    from envyard.errors import DiskFull
+    from envyard.setup.engine import setup_directory
+    from envyard.setup.interpreters import host_interpreter
+
+    yard = envyard.Yard(home)
+    if not yard.can_limit_disk:
+        pytest.skip("no disk limits on this machine (btrfs volume unavailable)")
+    src = copy_fixture(tmp_path)
+    (src / "setup.py").write_text(  # setuptools runs it during the editable build, in the sandbox
+        "from setuptools import setup\n"
+        "with open('/opt/envyard-fill', 'wb') as f:\n"
+        "    for _ in range(160):\n"
+        "        f.write(b'x' * (1 << 20))\n"
+        "setup()\n")
+    monkeypatch.setattr("envyard.setup.search.SETUP_DISK", "64M")
+    try:
+        with pytest.raises(DiskFull, match=r"disk limit \(64M\).*Disk quota exceeded") as caught:
+            setup_directory(yard, src, "setup/diskfull", available=[host_interpreter()])
+        assert caught.value.exit_code == 25
+        yard.wait_closed()
+        assert yard.sandboxes() == [] and not any(i.name.startswith("setup/diskfull") for i in yard.images())
+    finally:
+        yard.close()
+
+
+def test_setup_does_not_start_on_a_nearly_full_disk(home, tmp_path, monkeypatch):
+    import envyard
+    from envyard.errors import DiskFull
+    from envyard.setup.engine import setup_directory
+
+    monkeypatch.setattr("envyard.diskspace.MIN_FREE", 1 << 62)  # more than any disk here has free
+    yard = envyard.Yard(home)
+    try:
+        with pytest.raises(DiskFull, match=f"the disk holding the store {home} has .* free; setup needs"):
+            setup_directory(yard, copy_fixture(tmp_path), "setup/nospace")
+        assert yard.sandboxes() == []
+    finally:
+        yard.close()
+
+
 def _pyenv(minor: str):
     from envyard.setup.interpreters import pyenv_interpreters
 

@@ -91,6 +91,13 @@ class StoreError(EnvyardError):
     exit_code = 7
 
 
+class DiskFull(EnvyardError):
+    """The disk holding the store, or a sandbox's disk limit, ran out: the machine's problem, never the
+    project's (setup reports it as such instead of a failed install)."""
+
+    exit_code = 25
+
+
 class RegistryError(EnvyardError):
     """A registry answered in a way envyard cannot use (a server error, a broken answer)."""
 

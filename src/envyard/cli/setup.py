@@ -59,8 +59,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         ratio, a missing service) is `partial`, saved with the tag `partial` (setup/x:partial); any other is
         saved with the tag `unverified` (setup/x:unverified; a tag T becomes T-partial / T-unverified). A
         failure inside the project's own code (a project bug) stops the search at once. Exit 0 when verified,
-        1 when not (the reason is printed), 2 on bad input (a bad --out is refused before the run), 130 on
-        Ctrl-C."""
+        1 when not (the reason is printed), 2 on bad input (a bad --out is refused before the run), 25 when the
+        store's disk is full (before or during the run), 130 on Ctrl-C."""
         from ..setup.engine import check_contract_dir, setup_directory, write_contract
         from ..setup.sources_fetch import fetch
         from ..store import parse_image_name

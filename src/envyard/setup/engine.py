@@ -21,6 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import diskspace
 from ..errors import BadInput, BaseBuildError, EnvyardError
 from ..store import ImageConfig
 from ..yard import Yard
@@ -28,7 +29,7 @@ from . import checkout_version, interpreters, pins, runners, services, subprojec
 from .evidence import Evidence, gather
 from .interpreters import Interpreter, SetupBaseError, setup_base
 from .plan import ENV, VENV, Recipe, ranked_or_installed
-from .search import (JUNIT, Branch, LevelResult, Search, Update, drop_image, listed, setup_env,
+from .search import (JUNIT, Branch, LevelResult, Search, Update, drop_image, listed, setup_disk_limit, setup_env,
                      setup_sandbox, test_results)
 
 WORK_ROOT = "/work"
@@ -131,6 +132,7 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
     start = time.monotonic()
     if not src.is_dir():
         gather(src)  # raises NotARepository with the cause and the fix
+    diskspace.check(yard.store.home)  # a nearly full disk fails every branch half-way: say so before starting
     sub = subproject.find(src) if project_dir is None else subproject.given(src, project_dir)
     project = src / sub.subdir if sub else src
     ev = gather(project, repository=src if sub else None)
@@ -234,6 +236,10 @@ def _replay(yard: Yard, search: Search, best: Branch) -> dict:
         def run(cmd: str, timeout: float):
             r = sb.exec(cmd, cwd=search.workdir, env=setup_env(recipe.env), timeout=timeout, max_output=400_000)
             log.append(f"$ {cmd}\n{r.stdout}{r.stderr}[exit {r.exit_code}, {r.duration:.1f}s]\n")
+            full = (diskspace.diagnose(yard.store.home, r.stdout + r.stderr, setup_disk_limit(yard))
+                    if r.exit_code != 0 else None)
+            if full is not None:
+                raise full  # not "the replay failed": the machine's disk did
             return r
 
         def sh(cmd: str, timeout: float, *, tests: bool = False):

@@ -31,7 +31,8 @@ from typing import Callable
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ..errors import EnvyardError
+from .. import diskspace
+from ..errors import DiskFull, EnvyardError
 from ..store import Image
 from ..tls import ca_bundle
 from ..yard import Sandbox, Yard
@@ -70,8 +71,14 @@ def host_trust() -> tuple[dict[str, str], dict[str, str]]:
 def setup_sandbox(yard: Yard, image: Image, cache: Path) -> Sandbox:
     """A sandbox for setup work: network on, the shared uv download cache, the machine's CA bundle."""
     ro, _ = host_trust()
-    limits = {"disk": SETUP_DISK} if yard.can_limit_disk else None
+    limit = setup_disk_limit(yard)
+    limits = {"disk": limit} if limit else None
     return yard.sandbox(image, network="host", workdir="/", binds={str(cache): UV_CACHE}, ro_binds=ro, limits=limits)
+
+
+def setup_disk_limit(yard: Yard) -> str | None:
+    """What one setup sandbox may write, where this machine limits disks."""
+    return SETUP_DISK if yard.can_limit_disk else None
 
 
 def setup_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -203,6 +210,10 @@ class Workspace:
             raise
         if self.interrupted.is_set():  # killed half-way: its result means nothing
             raise Stopped()
+        if r.exit_code != 0:  # a full disk is the machine's problem: stop the whole setup, blame nothing else
+            full = diskspace.diagnose(self.yard.store.home, r.stdout + r.stderr, setup_disk_limit(self.yard))
+            if full is not None:
+                raise full
         self.log.append(f"$ {command}\n{r.stdout}{r.stderr}[exit {r.exit_code}{', timed out' if r.timed_out else ''}, "
                         f"{r.duration:.1f}s]\n")
         return r
@@ -323,6 +334,8 @@ class Search:
                 for fut in done:
                     b = running.pop(fut)
                     b.ended = time.monotonic()
+                    if isinstance(b.error, DiskFull):
+                        raise b.error  # every other branch writes to the same disk: stop them all (below)
                     if b.state == "running":
                         b.state = "done"
                     for c in b.spawned:
