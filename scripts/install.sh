@@ -26,6 +26,7 @@ command -v slirp4netns >/dev/null || need_apt+=(slirp4netns)   # pod networks wi
 if [[ "${1:-}" == "--test" ]]; then
     command -v docker-registry >/dev/null || need_apt+=(docker-registry)
     command -v dockerd >/dev/null || need_apt+=(docker.io)   # the Docker backend's tests start a private dockerd
+    [ -x /usr/sbin/filefrag ] || [ -x /sbin/filefrag ] || need_apt+=(e2fsprogs)   # tests read extents with filefrag
 fi
 if ((${#need_apt[@]})); then
     echo "installing system packages: ${need_apt[*]}"

@@ -198,14 +198,21 @@ def gc(as_json: bool = typer.Option(False, "--json", help="Print JSON."),
        cache: bool = typer.Option(False, "--cache", help="Also prune the package cache of `envyard setup` "
                                   "(see `envyard df`), down to --cache-max."),
        cache_max: str = typer.Option("0", "--cache-max", help="With --cache: keep at most this much, e.g. 2G "
-                                     "(0: empty it).")):
-    """Reclaim sandboxes of dead owners (processes, cgroups, files), unfinished and unused layers, and trash."""
+                                     "(0: empty it)."),
+       dedupe: bool = typer.Option(True, "--dedupe/--no-dedupe", help="Store identical files of layers once "
+                                   "(layers on the sandbox volume, each looked at once).")):
+    """Reclaim sandboxes of dead owners (processes, cgroups, files), unfinished and unused layers, and trash;
+    store identical files of layers once."""
     try:
         from ..diskuse import parse_size, prune_cache
 
         keep = parse_size(cache_max)
         yard = _yard()
         report = yard.gc()
+        if dedupe:
+            from ..store.dedupe import dedupe as share_identical_files
+
+            report["dedupe"] = share_identical_files(yard.store)
         if cache:
             report["package_cache"] = prune_cache(yard.store, keep)
         if backend == "docker" or (backend is None and _docker_reachable()):
@@ -222,6 +229,10 @@ def gc(as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     for key, value in report.items():
         if key == "package_cache":
             out.print(f"package cache: {value['before_bytes'] / 1e6:.1f} MB -> {value['after_bytes'] / 1e6:.1f} MB")
+            continue
+        if key == "dedupe":
+            out.print(f"identical files stored once: {value['files']} ({value['bytes'] / 1e6:.1f} MB) in "
+                      f"{value['layers']} new layers")
             continue
         n = value if isinstance(value, int) else len(value)
         out.print(f"{key.replace('_', ' ')}: {n}")

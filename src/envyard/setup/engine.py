@@ -24,6 +24,7 @@ from pathlib import Path
 from .. import diskspace
 from ..errors import BadInput, BaseBuildError, EnvyardError
 from ..store import ImageConfig
+from ..store.dedupe import dedupe
 from ..yard import Yard
 from . import checkout_version, interpreters, pins, runners, services, subproject, verdict
 from .evidence import Evidence, gather
@@ -79,6 +80,7 @@ class SetupResult:
     completion: dict = field(default_factory=dict)  # what the completeness pass did (complete.py), when it ran
     project_dir: str = ""  # the project's directory in the repository ("" = its root; a monorepo's subdirectory)
     project_dir_why: str = ""
+    dedupe: dict = field(default_factory=dict)  # files of the saved image shared with other layers (store/dedupe.py)
 
     @property
     def verified(self) -> bool:
@@ -201,6 +203,8 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
         for old in stale.get(status, []):
             if yard.store.has_image(old, exact=True):
                 yard.store.remove_image(old)
+        # the packages this environment shares with earlier ones (pytest, numpy, torch...) stored once
+        result.dedupe = dedupe(yard.store, best.image.layers)
     result.wall_time = time.monotonic() - start
     return result, ev
 
