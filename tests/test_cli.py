@@ -397,7 +397,9 @@ def test_gc_report(cli):
     report = cli.json("gc", "--json")
     assert set(report) == {"sandboxes", "stray_processes", "stray_sandbox_dirs", "stray_subvolumes", "partial_layers",
                            "temporary_images", "unused_layers", "partial_downloads", "trash", "host_view_unmounted",
-                           "old_host_masks", "volume_trimmed_bytes", "volume_unmounted"}
+                           "old_host_masks", "volume_trimmed_bytes", "volume_unmounted", "dedupe"}
+    assert set(report["dedupe"]) == {"layers", "files", "bytes", "seconds"}
+    assert "dedupe" not in cli.json("gc", "--json", "--no-dedupe")
 
 
 # ---- doctor and demo -------------------------------------------------------------------------------------------
