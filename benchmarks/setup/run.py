@@ -123,6 +123,7 @@ def run_envyard(p: dict, home: str, timeout: float, extra: list[str] | None = No
                    # EnvBench's criterion: L2's count of missing imports in the final environment (after the
                    # completeness pass, when it was kept), and what the pass did
                    missing_imports=data.get("missing_imports"),
+                   dedupe=data.get("dedupe") or {},  # files of the saved image now shared with earlier layers
                    completion={k: (data.get("completion") or {}).get(k) for k in
                                ("kept", "missing_before", "missing_after", "seconds", "detail", "installed", "mapped",
                                 "not_installed")})
@@ -361,6 +362,10 @@ def main() -> int:
         # after every project, so a run stopped part-way still leaves what it measured
         write_json(args, rows, started, time.monotonic() - t0, complete=False)
 
+    disk = layers_on_disk(args.home)  # before the images go
+    if disk:
+        console.print(f"layers on the sandbox volume: {disk['referenced'] / 1e9:.2f} GB referenced by files, "
+                      f"{disk['on_disk'] / 1e9:.2f} GB on disk ({disk['shared'] / 1e9:.2f} GB of it shared)")
     if not args.keep_images:
         images = [r["envyard"]["image"] for r in rows if r["envyard"].get("image")]
         if images:
@@ -368,21 +373,40 @@ def main() -> int:
     gc = subprocess.run(envyard_cmd() + ["gc", "--json"], capture_output=True, text=True, env={**os.environ})
     total = time.monotonic() - t0
 
-    summary = write_json(args, rows, started, total, complete=True, gc=gc.stdout.strip()[:2000])
+    summary = write_json(args, rows, started, total, complete=True, gc=gc.stdout.strip()[:2000], disk=disk)
     print_report(rows, summary)
     console.print(f"total run time {total / 60:.1f} min")
     console.print(f"JSON written to {args.json_out}")
     return 0
 
 
-def write_json(args, rows: list[dict], started: dt.datetime, total: float, *, complete: bool, gc: str = "") -> dict:
+def layers_on_disk(home: str) -> dict | None:
+    """What the store's layers on the sandbox volume take, by btrfs's own accounting (`btrfs filesystem du`):
+    `referenced` counts every file's extents once per file (the cost without any sharing), `on_disk` counts each
+    extent once (exclusive + shared), `shared` the extents more than one file refers to. None without a volume."""
+    layers = Path(home) / "volume" / "layers"
+    if not layers.is_dir():
+        return None
+    os.sync()  # data still in the page cache has no extents yet
+    r = subprocess.run(["btrfs", "filesystem", "du", "-s", "--raw", str(layers)], capture_output=True, text=True,
+                       env={**os.environ, "PATH": "/usr/sbin:/sbin:" + os.environ.get("PATH", "")})
+    try:
+        referenced, exclusive, shared = (int(x) for x in r.stdout.splitlines()[-1].split()[:3])
+    except (IndexError, ValueError):
+        return None
+    return {"referenced": referenced, "on_disk": exclusive + shared, "exclusive": exclusive, "shared": shared}
+
+
+def write_json(args, rows: list[dict], started: dt.datetime, total: float, *, complete: bool, gc: str = "",
+               disk: dict | None = None) -> dict:
     """Write the results so far (`complete` false until the last project is done); returns the summary."""
     summary = summarize(rows)
     summary["by_category"] = {c: summarize([r for r in rows if r["category"] == c])
                               for c in sorted({r["category"] for r in rows})}
     result = {"benchmark": "setup", "date": started.isoformat(timespec="seconds"), "run_time_s": round(total, 1),
               "complete": complete, "corpus": str(args.corpus), "machine": machine_info(), "home": args.home,
-              "timeout_s": args.timeout, "baseline_command": BASELINE, "summary": summary, "projects": rows, "gc": gc}
+              "timeout_s": args.timeout, "baseline_command": BASELINE, "summary": summary, "projects": rows, "gc": gc,
+              "layers_on_disk": disk}
     args.json_out.parent.mkdir(parents=True, exist_ok=True)
     args.json_out.write_text(json.dumps(result, indent=2, default=str) + "\n")
     return summary
