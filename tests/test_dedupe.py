@@ -79,3 +79,18 @@ def test_a_later_layer_shares_with_one_indexed_earlier_and_a_removed_one_is_forg
     finally:
         yard.store.remove_image(late.name)
         images.pop(0)
+
+
+def test_a_damaged_index_is_reported_never_raised(yard, three_layers):
+    # saving space must not fail a setup or a gc: a broken dedupe.db ends the run with an error in the report
+    images, _, _ = three_layers
+    index = yard.store.home / "dedupe.db"
+    saved = index.read_bytes() if index.exists() else None
+    index.write_bytes(b"not a database" * 100)
+    try:
+        report = dedupe(yard.store, [img.layers[-1] for img in images])
+        assert "error" in report and report["files"] == 0
+    finally:
+        index.unlink()
+        if saved is not None:
+            index.write_bytes(saved)

@@ -16,7 +16,6 @@ debootstrap bases, pulled layers) are not touched; ext4 cannot share extents.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import os
@@ -25,6 +24,8 @@ import stat
 import struct
 import time
 from pathlib import Path
+
+from ..errors import EnvyardError
 
 MIN_SIZE = 16 * 1024  # smaller files: little to gain per file, and btrfs keeps files under 2 KiB inline anyway
 _CHUNK = 16 << 20  # btrfs dedupes at most 16 MiB per call
@@ -121,14 +122,25 @@ def volume_layers(store) -> dict[str, Path]:
 
 def dedupe(store, layer_ids: list[str] | None = None) -> dict:
     """Dedupe the volume's layers not seen before (only those among `layer_ids`, when given) against every
-    layer seen so far. Returns what it did: layers, files and bytes shared, seconds."""
+    layer seen so far. Returns what it did: layers, files and bytes shared, seconds. It never fails its caller
+    (it only saves space): a file that cannot be read or shared is left as it is, and anything else that goes
+    wrong (the volume, the index) ends the run with `error` in the report."""
     t = time.monotonic()
     report = {"layers": 0, "files": 0, "bytes": 0, "seconds": 0.0}
+    try:
+        _dedupe(store, layer_ids, report)
+    except (OSError, sqlite3.Error, EnvyardError) as e:  # e.g. a damaged index: `rm <store>/dedupe.db` resets it
+        report["error"] = f"{type(e).__name__}: {e}"
+    report["seconds"] = round(time.monotonic() - t, 3)
+    return report
+
+
+def _dedupe(store, layer_ids: list[str] | None, report: dict) -> None:
     layers = volume_layers(store)
     if layer_ids is not None:
         layers = {i: p for i, p in layers.items() if i in set(layer_ids)}
     if not layers:
-        return report
+        return
     store.layer(next(iter(layers)))  # mounts the volume after a reboot
     with open(store.home / "dedupe.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -142,15 +154,11 @@ def dedupe(store, layer_ids: list[str] | None = None) -> dict:
                     continue
                 db.execute("BEGIN")
                 for path, st in _files(root):
-                    twin = index.twin(path, st)
-                    if twin is None:
-                        continue
                     try:
-                        shared = share(twin, path, st.st_size)
-                    except OSError as e:
-                        if e.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.EXDEV):
-                            continue  # not on btrfs after all, or a range the kernel will not take
-                        raise
+                        twin = index.twin(path, st)
+                        shared = share(twin, path, st.st_size) if twin is not None else 0
+                    except OSError:  # a layer removed meanwhile, a range the kernel will not take: not shared
+                        continue
                     report["files"] += shared > 0
                     report["bytes"] += shared
                 db.execute("INSERT OR IGNORE INTO layers(id) VALUES (?)", (layer_id,))
@@ -160,5 +168,3 @@ def dedupe(store, layer_ids: list[str] | None = None) -> dict:
             db.executemany("DELETE FROM layers WHERE id=?", [(i,) for i in gone])
         finally:
             db.close()
-    report["seconds"] = round(time.monotonic() - t, 3)
-    return report
