@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .errors import DiskFull
 
-MIN_FREE = 1 << 30  # below this much free space on the store's disk, setup does not start (and a step's ENOSPC is ours)
+MIN_FREE = 1 << 30  # with less free on the store's disk, setup does not start, and a step's ENOSPC is the disk's
 NO_SPACE = "No space left on device"
 OVER_QUOTA = "Disk quota exceeded"
 FIX = ("free space on that disk: `envyard df` shows what the store holds, `envyard gc --cache` prunes the package "

@@ -10,8 +10,8 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from .helpstyle import App
 from ..errors import BadInput, EnvyardError
+from .helpstyle import App
 
 INTERRUPTED = 130
 
@@ -134,7 +134,7 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                       "steps that make layers came from the cache)", markup=False)
 
     cache_app = App(help="The build cache: each cached step is an image named buildcache/<key>.",
-                            no_args_is_help=True)
+                    no_args_is_help=True)
     app.add_typer(cache_app, name="build-cache")
 
     @cache_app.command("ls")

@@ -12,8 +12,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .helpstyle import App
 from ..errors import EnvyardError
+from .helpstyle import App
 
 task_app = App(help="Work with task directories (Harbor / Terminal-Bench layout).", no_args_is_help=True)
 

@@ -28,7 +28,7 @@ app = App(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 base_app = App(help="Make base images: the host's root, Debian via debootstrap, or an imported archive.",
-                       no_args_is_help=True)
+               no_args_is_help=True)
 app.add_typer(base_app, name="base")
 
 # Piped output is read by people's scripts: tables are never cut to 80 columns there (`setup/x:la…`).

@@ -210,12 +210,12 @@ class Workspace:
             raise
         if self.interrupted.is_set():  # killed half-way: its result means nothing
             raise Stopped()
+        self.log.append(f"$ {command}\n{r.stdout}{r.stderr}[exit {r.exit_code}{', timed out' if r.timed_out else ''}, "
+                        f"{r.duration:.1f}s]\n")
         if r.exit_code != 0:  # a full disk is the machine's problem: stop the whole setup, blame nothing else
             full = diskspace.diagnose(self.yard.store.home, r.stdout + r.stderr, setup_disk_limit(self.yard))
             if full is not None:
                 raise full
-        self.log.append(f"$ {command}\n{r.stdout}{r.stderr}[exit {r.exit_code}{', timed out' if r.timed_out else ''}, "
-                        f"{r.duration:.1f}s]\n")
         return r
 
     def begin(self) -> Image:

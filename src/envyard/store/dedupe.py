@@ -6,9 +6,9 @@ numpy or torch files, each written by its own install; btrfs can make such files
 FIDEDUPERANGE, which compares the bytes itself under lock and remaps only ranges that are equal — so a wrong
 guess costs a read, never data, and readers (running sandboxes) see the same bytes before and after.
 
-`dedupe(store)` goes over the volume's layers it has not seen yet. A file of at least MIN_SIZE bytes whose size
-matches one already indexed is hashed (blake2b; the indexed one too, once) and, when the hashes agree, deduped
-against it; any other file is indexed for the layers to come. The index is `<store>/dedupe.db` (sqlite), and
+`dedupe(store)` goes over the volume's layers it has not seen yet and indexes every file of at least MIN_SIZE
+bytes. One whose size matches a file already indexed is hashed (blake2b; the indexed one too, once) and, when
+the hashes agree, deduped against it. The index is `<store>/dedupe.db` (sqlite), and
 a file lock keeps two processes from working on it at once. Files stay where they are, with their inodes,
 modes and times: only where their bytes live changes. Layers elsewhere (the store's own directory on ext4:
 debootstrap bases, pulled layers) are not touched; ext4 cannot share extents.
