@@ -142,6 +142,7 @@ def test_help_shows_flags_without_a_type_and_one_line_per_command(cli):
     flags = [line for line in r.stdout.splitlines() if re.search(r"--json\b|--help\b", line)]
     assert len(flags) == 2 and not any("<bool>" in line for line in flags), flags
     assert "<str>" in r.stdout  # options that take a value keep their type
+    assert re.search(r"Usage: .* run \[OPTIONS\] IMAGE CMD\.\.\.\s", r.stdout)  # not typer's `{image} {cmd}...`
     r = cli("--help")
     expect(r, 0)
     assert "<bool>" not in r.stdout

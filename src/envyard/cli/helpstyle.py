@@ -1,8 +1,9 @@
 """typer, with plainer help screens. Recent typer releases print a flag's type as if it took a value
-(`--json <bool>`), and in the command list keep a docstring's hard line breaks (and its whole first paragraph,
-however long). `App` is `typer.Typer` whose groups and commands fix both as they are built: flags show no
-type, and a command's line in the list is its first paragraph on one line, cut to its first sentence when
-that paragraph is long. Everything else (options, parsing, errors) is typer's own."""
+(`--json <bool>`), write usage lines as `{image} {cmd}...`, and in the command list keep a docstring's hard
+line breaks (and its whole first paragraph, however long). `App` is `typer.Typer` whose groups and commands
+fix these as they are built: flags show no type, arguments are named the way click and most tools do
+(`IMAGE CMD...`), and a command's line in the list is its first paragraph on one line, cut to its first
+sentence when that paragraph is long. Everything else (options, parsing, errors) is typer's own."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import inspect
 import re
 
 import typer
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 SHORT_HELP_MAX = 160  # a first paragraph longer than this is cut to its first sentence in the command list
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`])")
@@ -24,10 +25,12 @@ def short_help(text: str) -> str:
     return first
 
 
-def _no_flag_types(params) -> None:
+def _plain_names(params) -> None:
     for p in params:
         if getattr(p, "is_flag", False) and not getattr(p, "count", False):
             p.metavar = ""  # typer shows an option's metavar in place of its type
+        elif isinstance(p, TyperArgument) and p.metavar is None:
+            p.metavar = p.name.upper() + ("..." if p.nargs != 1 else "")
 
 
 class _Plain:
@@ -35,14 +38,24 @@ class _Plain:
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        _no_flag_types(self.params)
+        _plain_names(self.params)
         if self.short_help is None and self.help:
             self.short_help = short_help(self.help)
 
     def get_help_option(self, ctx):
         option = super().get_help_option(ctx)  # built on first use, so not among params above
-        _no_flag_types([option] if option is not None else [])
+        _plain_names([option] if option is not None else [])
         return option
+
+    def collect_usage_pieces(self, ctx):
+        """`[OPTIONS] IMAGE CMD...`, as click writes a usage line (typer writes `{image} {cmd}...`)."""
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for p in self.get_params(ctx):
+            if isinstance(p, TyperArgument):
+                pieces.append(p.metavar if p.required else f"[{p.metavar}]")
+        if isinstance(self, TyperGroup):
+            pieces.append(self.subcommand_metavar)
+        return pieces
 
 
 class Command(_Plain, TyperCommand):
