@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from bareenv import sigint_default
 
 from envyard.setup.evidence import gather
 from envyard.setup.runners import (INTERRUPTED_EXIT, PY, Runner, default_runner, from_command, interrupting,
@@ -307,10 +308,12 @@ def test_a_run_past_its_limit_is_interrupted_and_still_reports_the_tests_that_ra
     (tmp_path / "tests" / "test_a.py").write_text("def test_ok():\n    pass\n\n\ndef test_bad():\n    assert 0\n")
     (tmp_path / "tests" / "test_hang.py").write_text("import time\n\n\ndef test_hang():\n    time.sleep(600)\n")
     junit = tmp_path / "junit.xml"
-    command, at = interrupting(f"cd {tmp_path} && {PY} -m pytest -q -p no:cacheprovider --junitxml={junit}", 8)
-    assert at < 8 and command.startswith(f"cd {tmp_path} && timeout -s INT ")
+    # a 20 s limit: interrupted at 18 s, killed 1.6 s later (pytest's report must fit in that on a busy machine)
+    command, at = interrupting(f"cd {tmp_path} && {PY} -m pytest -q -p no:cacheprovider --junitxml={junit}", 20)
+    assert at < 20 and command.startswith(f"cd {tmp_path} && timeout -s INT ")
+    # SIGINT at its default, as in a sandbox (a CI script's `nohup pytest &` would leave it ignored here)
     r = subprocess.run(["sh", "-c", command.replace(PY, sys.executable) + "; echo after $?"],
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=60, preexec_fn=sigint_default)
     assert r.stdout.rstrip().endswith(f"after {INTERRUPTED_EXIT}"), r.stdout[-2000:]
     assert "tests/test_hang.py:5: KeyboardInterrupt" in r.stdout
     assert parse_junit(junit.read_bytes()) == {"tests.test_a::test_ok": "passed", "tests.test_a::test_bad": "failed"}
