@@ -311,6 +311,9 @@ def test_a_run_past_its_limit_is_interrupted_and_still_reports_the_tests_that_ra
     # a 20 s limit: interrupted at 18 s, killed 1.6 s later (pytest's report must fit in that on a busy machine)
     command, at = interrupting(f"cd {tmp_path} && {PY} -m pytest -q -p no:cacheprovider --junitxml={junit}", 20)
     assert at < 20 and command.startswith(f"cd {tmp_path} && timeout -s INT ")
+    # timeout signals its command and its group: a shell with a no-op trap takes the first copy, so pytest gets
+    # one SIGINT, not a second one in the middle of writing its report
+    assert f"sh -c 'trap : INT; {PY} -m pytest" in command
     # SIGINT at its default, as in a sandbox (a CI script's `nohup pytest &` would leave it ignored here)
     r = subprocess.run(["sh", "-c", command.replace(PY, sys.executable) + "; echo after $?"],
                        capture_output=True, text=True, timeout=60, preexec_fn=sigint_default)

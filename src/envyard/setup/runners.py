@@ -70,13 +70,19 @@ def interrupting(command: str, limit: float) -> tuple[str, float]:
     that is), for a run that may pass the limit. Interrupted, pytest still writes its JUnit XML and a summary
     for the tests that ran, and unittest's output keeps its per-test lines; killed at the limit, pytest leaves
     nothing to say how far it got or where it hung. `timeout` signals only its own process group: the shell
-    around the command (services started and stopped around it) carries on."""
+    around the command (services started and stopped around it) carries on.
+
+    `timeout` sends the signal twice, to the command it runs and to its whole group; a Python that has already
+    turned the first into KeyboardInterrupt gets a second one in the middle of its clean-up (2 runs in 30 on a
+    loaded machine), and pytest then loses its summary or its report. So the command it runs is a shell that
+    takes its copy with a no-op trap: Python and its children get the group's copy alone."""
     grace = min(60.0, limit / 10)  # a big suite's teardown after the interrupt (dask's clusters) takes a while
     at = max(1.0, limit - grace)
     head, sep, rest = command.partition(f"{PY} ")
     if not sep:
         return command, limit
-    return f"{head}timeout -s INT -k {max(1.0, grace * 0.8):.0f} {at:.0f} {PY} {rest}", at
+    inner = shlex.quote(f"trap : INT; {PY} {rest}")
+    return f"{head}timeout -s INT -k {max(1.0, grace * 0.8):.0f} {at:.0f} sh -c {inner}", at
 
 
 def default_runner() -> Runner:
