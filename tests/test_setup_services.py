@@ -412,7 +412,7 @@ def test_tests_ci_runs_under_xvfb_run_get_an_x_display(tmp_path):
     assert r.env["DISPLAY"] == ":99" and not r.services_missing
     svc = services.from_dict(r.services[0])
     start, stop = services.start_script([svc]), services.stop_script([svc])
-    assert "Xvfb :99 -screen 0 1280x1024x24 -nolisten tcp" in start and "[ -S /tmp/.X11-unix/X99 ]" in start
+    assert "Xvfb :99 -screen 0 1280x1024x24 -nolisten tcp -noreset" in start and "[ -S /tmp/.X11-unix/X99 ]" in start
     assert "X display :99 ready" in start and "rm -f /tmp/envyard-xvfb.pid" in stop
     assert "rm -f /tmp/.X99-lock /tmp/.X11-unix/X99" in stop
     # CI starts its own Xvfb on the DISPLAY it exports: the same display here
