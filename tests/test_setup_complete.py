@@ -125,6 +125,19 @@ def test_setup_installs_what_the_code_imports_and_pins_it(home, tmp_path):
     assert contract["pins"]["versions"] == locked and contract["pins"]["source"] == "uv pip freeze"
     assert data["replay"]["pins_match"] is True and data["replay"]["pins"] == len(locked)
     assert f"UV_CONSTRAINT={pins.PINS}" in (out / "Dockerfile").read_text().replace("'", "")
+    # The suite ran twice: in the branch before the pass, and in the clean replay with the pass's installs,
+    # whose run decided that the pass stays (not a third time in the branch after the pass).
+    runs = [line for line in (out / "log.txt").read_text().splitlines()
+            if line.startswith("$ ") and "--junitxml=" in line]
+    assert len(runs) == 2, runs
+    # The replay's installs started when the branch won, before the pass; the replay went on from them with the
+    # pass's steps, and still installed exactly the pins (pins_match above).
+    head = data["replay"]["head_start"]
+    assert head["used"] is True and 0 < head["steps"] < len(data["recipe"]["steps"]), head
+    assert c["tested"] == "L4, pass ratio 1.000, by the clean replay", c
+    assert "with the completeness pass's installs" in data["replay"]["detail"], data["replay"]
+    level4 = [lv for lv in data["levels"] if lv["level"] == 4][0]
+    assert "the clean replay's run" in level4["detail"], level4
 
 
 def test_a_pass_that_breaks_a_test_is_rolled_back(home, tmp_path):
@@ -142,6 +155,15 @@ def test_a_pass_that_breaks_a_test_is_rolled_back(home, tmp_path):
     assert data["missing_imports"] == 4  # the environment before the pass
     assert not [s for s in data["recipe"]["steps"] if s["kind"] == "complete"]
     assert "tomli-w" not in (tmp_path / "contract" / "requirements.lock").read_text()
+    # The clean replay ran the tests with the pass first, found one worse, and replayed the recipe without it:
+    # the image saved is the branch's state before the pass, and its pins match it.
+    assert "(on the clean replay)" in c["detail"], c
+    assert "clean replay without the completeness pass" in (tmp_path / "contract" / "log.txt").read_text()
+    assert data["replay"]["ok"] is True and data["replay"]["pins_match"] is True, data["replay"]
+    r = subprocess.run([sys.executable, "-m", "envyard.cli.main", "run", data["image"], "--", "sh", "-c",
+                        "/opt/venv/bin/python -c 'import tomli_w'"], capture_output=True, text=True,
+                       cwd=cli_cwd(), env={"ENVYARD_HOME": str(home), **BARE, "PYTHONPATH": SRC}, timeout=120)
+    assert r.returncode != 0 and "ModuleNotFoundError" in r.stderr, (r.returncode, r.stderr[-500:])
 
 
 def test_a_suite_that_outlasts_the_limit_is_not_run_again_by_the_pass(home, tmp_path):

@@ -13,9 +13,10 @@ features. This pass, run once L1 (or better) is reached and L2 still counts miss
 Every install in the pass is constrained to the versions already installed (a `uv pip freeze` of the
 environment taken as its first step), so it can add distributions but never up- or downgrade one the tests
 already ran with; a unit whose requirements conflict with them fails to resolve and is skipped. The search
-then scans and runs the tests again and keeps the pass only when fewer imports are missing and the tests are
-no worse (same or higher level, pass ratio not lower); otherwise the branch rolls back to the snapshot taken
-before the pass. This module decides *what* to install and *whether* to keep it; search.py runs it.
+then scans and collects again and keeps the pass only when fewer imports are missing and the tests are no
+worse (same or higher level, pass ratio not lower); otherwise the branch rolls back to the snapshot taken
+before the pass. The run of the tests with the pass is the clean replay's (engine.py), which goes back to that
+snapshot when they are worse. This module decides *what* to install and *whether* to keep it; search.py runs it.
 """
 
 from __future__ import annotations

@@ -26,12 +26,13 @@ from ..errors import BadInput, BaseBuildError, EnvyardError
 from ..store import ImageConfig
 from ..store.dedupe import dedupe
 from ..yard import Yard
-from . import checkout_version, interpreters, pins, runners, services, subproject, verdict
+from . import checkout_version, interpreters, pins, services, subproject, verdict
 from .evidence import Evidence, gather
 from .interpreters import Interpreter, SetupBaseError, setup_base
 from .plan import ENV, VENV, Recipe, ranked_or_installed
-from .search import (JUNIT, Branch, LevelResult, Search, Update, drop_image, listed, setup_disk_limit, setup_env,
-                     setup_sandbox, test_results)
+from .replay import HeadStart, pinned_env, undo_pass
+from .replay import replay as replay_recipe
+from .search import Branch, LevelResult, Search, Update, Workspace, drop_image
 
 WORK_ROOT = "/work"
 LEVEL_NAMES = {0: "install", 1: "imports", 2: "no missing imports", 3: "tests collected", 4: "tests run"}
@@ -146,18 +147,43 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
     search = Search(yard, ev, project, workdir, available, jobs=jobs,
                     step_timeout=step_timeout, test_timeout=test_timeout, on_update=on_update, complete=complete,
                     time_limit=time_limit, upload=(src, repo_dir))
-    best = search.run(cands)
+    heads: list[HeadStart] = []
+
+    def head_start(_b: Branch, ws: Workspace, recipe: Recipe) -> None:
+        if not heads:  # the first branch to win: the replay's installs start on the core the others leave
+            heads.append(HeadStart.begin(yard, search, ws, recipe))
+
+    if search.jobs >= 2:
+        search.on_won = head_start
+    try:
+        return _finish(yard, search, search.run(cands), heads[0] if heads else None, start, src, name, ev, sub,
+                       workdir)
+    finally:
+        for head in heads:  # unused (no replay, or an error): its sandbox goes
+            head.close()
+
+
+def _finish(yard: Yard, search: Search, best: Branch, head: HeadStart | None, start: float, src: Path, name: str,
+            ev: Evidence, sub: subproject.Choice | None, workdir: str) -> tuple[SetupResult, Evidence]:
+    """The chosen branch replayed, judged, and saved under the name its status gives."""
     base_errors = [b.error for b in search.branches if isinstance(b.error, (SetupBaseError, BaseBuildError))]
     if best.level < 0 and base_errors and len(base_errors) == len(search.branches):
         raise base_errors[0]  # no candidate could even start: the machine's fault (exit 6), not the project's
     # The winner's snapshot keeps its temporary name until the replay has decided what it is: only a verified
     # environment is saved under `name`; anything else goes to `unverified_name(name)`.
     try:
-        replay = (_replay(yard, search, best) if best.level >= 3 and not best.bug else {})
+        replay = (replay_recipe(yard, search, best, head) if best.level >= 3 and not best.bug else {})
+        if replay.get("pass_worse"):  # the tests did worse with the completeness pass: without it, and again
+            first = replay.pop("log", [])
+            undo_pass(yard, search, best, replay["pass_worse"])
+            replay = replay_recipe(yard, search, best)
+            replay["log"] = first + ["\n===== clean replay without the completeness pass =====\n"] + replay["log"]
     except BaseException:  # Ctrl-C (or a crash) during the replay: no half-verified image is left behind
-        if best.image is not None:
-            drop_image(yard, best.image)
+        best.drop_images(yard)
         raise
+    if best.before_pass is not None:  # the pass stays: the state before it is not needed
+        drop_image(yard, best.before_pass[1])
+        best.before_pass = None
     result = SetupResult(name=name, image=None, level=best.level, levels=best.levels, recipe=best.recipe,
                          tests=best.tests, pass_ratio=best.pass_ratio, reason=best.reason, integrity=best.integrity,
                          replay=replay, branches=[_summary(b) for b in search.branches], repairs=best.repairs,
@@ -207,85 +233,6 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
         result.dedupe = dedupe(yard.store, best.image.layers)
     result.wall_time = time.monotonic() - start
     return result, ev
-
-
-def pinned_env(recipe: Recipe) -> dict[str, str]:
-    """The recipe's environment variables, with the pins (pins.py) constraining every install when there are any."""
-    env = dict(recipe.env)
-    if recipe.pins and recipe.pins_consistent:
-        env["UV_CONSTRAINT"] = pins.constraint_files(recipe.env)
-    return env
-
-
-def replay_script(recipe: Recipe) -> str:
-    """The recipe as one script: its steps with the pinned versions, then an exact install of the pins."""
-    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in pinned_env(recipe).items())
-    return ("set -e\n" + exports + (pins.write_script(recipe.pins) if recipe.pins else "")
-            + "".join(f"{s.command}\n" for s in recipe.steps) + (f"{pins.EXACT}\n" if recipe.pins else ""))
-
-
-def _replay(yard: Yard, search: Search, best: Branch) -> dict:
-    """Run the recorded recipe, as setup.sh has it, on a fresh setup base with a fresh copy of the source,
-    and check the tests collect as they did: an image is verified only when its recipe reproduces it."""
-    recipe = best.recipe
-    if search.on_update:
-        best.doing = "replaying setup.sh on a fresh base"
-        search.on_update(search.branches)
-    t = time.monotonic()
-    log: list[str] = []
-    base = setup_base(yard, recipe.interpreter)
-    with setup_sandbox(yard, base, search.cache) as sb:
-        sb.upload(*search.upload)
-
-        def run(cmd: str, timeout: float):
-            r = sb.exec(cmd, cwd=search.workdir, env=setup_env(recipe.env), timeout=timeout, max_output=400_000)
-            log.append(f"$ {cmd}\n{r.stdout}{r.stderr}[exit {r.exit_code}, {r.duration:.1f}s]\n")
-            full = (diskspace.diagnose(yard.store.home, r.stdout + r.stderr, setup_disk_limit(yard))
-                    if r.exit_code != 0 else None)
-            if full is not None:
-                raise full  # not "the replay failed": the machine's disk did
-            return r
-
-        def sh(cmd: str, timeout: float, *, tests: bool = False):
-            if tests and recipe.services:  # the services start in the same sandbox, right before the tests
-                return services.run_with(run, cmd, timeout)
-            return run(cmd, timeout)
-
-        r = sh(replay_script(recipe), search.step_timeout)
-        out = {"log": log}
-        if r.exit_code != 0:
-            return {**out, "ok": False, "detail": f"setup.sh exited {r.exit_code} on a fresh base",
-                    "seconds": time.monotonic() - t}
-        if recipe.pins:  # the replay installed exactly the versions that passed
-            f = sh(pins.FREEZE, 300)
-            differ = (pins.differences(recipe.pins, pins.parse_freeze(f.stdout, search.ev.values("project_name")))
-                      if f.exit_code == 0 else ["(no freeze)"])
-            out.update(pins_match=not differ, pins_differ=differ[:50], pins=len(recipe.pins))
-        runner = runners.of_recipe(recipe)
-        statuses = None
-        if runner.collect:
-            c = sh(runner.collect, search.test_timeout, tests=True)
-            count = listed(runner, c.stdout)
-        else:  # a runner without a collect-only step (Django, a script): the run counts the tests
-            c = sh(runner.run(JUNIT), search.test_timeout, tests=True)
-            statuses = test_results(runner, c, sb)
-            count = len(statuses)
-        ok = (c.exit_code == 0 or statuses is not None) and count == best.collected
-        detail = (f"a clean replay collects the same {count} tests" if ok else
-                  f"after a clean replay the tests collect {count}, not {best.collected} (exit {c.exit_code})")
-        down = services.start_failure(c.stderr) if c.exit_code == services.FAILED_EXIT else None
-        if down:
-            ok, detail = False, f"after a clean replay a service did not start: {down}"
-        result = {**out, "ok": ok, "detail": detail, "collected": count}
-        if ok and best.level >= 4:  # the same level: the tests run again, and their statuses are compared
-            if statuses is None:
-                statuses = test_results(runner, sh(runner.run(JUNIT), search.test_timeout, tests=True), sb)
-            same = sum(1 for tid, st in statuses.items() if best.tests.get(tid) == st)
-            differ = sorted(tid for tid, st in best.tests.items() if statuses.get(tid) != st)
-            result.update(ok=bool(statuses), statuses_same=same, statuses_differ=differ[:50],
-                          detail=(f"a clean replay runs the tests again: {same} of {len(best.tests)} per-test "
-                                  "statuses match" if statuses else "after a clean replay the tests give no results"))
-        return {**result, "seconds": time.monotonic() - t}
 
 
 def _summary(b: Branch) -> dict:

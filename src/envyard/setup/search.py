@@ -137,7 +137,19 @@ class Branch:
     # L4 with a good pass ratio reached, before the optional completeness pass: the branch has won
     won: bool = False
     in_pass: bool = False  # in the completeness pass, which the search's time limit may stop (not the branch)
+    # A completeness pass whose test run is left to the clean replay (engine.py): what the branch had before it
+    # (the saved state, and a snapshot of the sandbox then), for going back when the tests are worse with it.
+    before_pass: tuple | None = None
     pass_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def drop_images(self, yard: Yard) -> None:
+        """Remove the branch's temporary images (its final state, and the one before a pending pass)."""
+        if self.image is not None:
+            drop_image(yard, self.image)
+            self.image = None
+        if self.before_pass is not None:
+            drop_image(yard, self.before_pass[1])
+            self.before_pass = None
 
     def stop_pass(self) -> bool:
         """Stop the completeness pass this branch is in (it rolls back and the branch goes on with what it had);
@@ -285,6 +297,8 @@ class Search:
         # Sandboxes share the host's network: servers of two branches would meet on one port. Test runs that
         # start services take turns (each stops its servers when it ends).
         self._services_lock = threading.Lock()
+        # Called in a branch's thread when it wins, before its optional pass (engine.py starts the replay then).
+        self.on_won: Callable[[Branch, Workspace, Recipe], None] | None = None
 
     def track(self, sb: Sandbox, alive: bool = True) -> None:
         with self._live_lock:
@@ -368,9 +382,8 @@ class Search:
             if winner is None and stopper is not None and best.level <= stopper.level:
                 best = stopper
             for b in self.branches:
-                if b is not best and b.image is not None:
-                    drop_image(self.yard, b.image)
-                    b.image = None
+                if b is not best:
+                    b.drop_images(self.yard)
             self.on_update(self.branches)
             return best
         except BaseException:
@@ -383,8 +396,7 @@ class Search:
                 sb.close()
             pool.shutdown(wait=True, cancel_futures=True)
             for b in self.branches:
-                if b.image is not None:
-                    drop_image(self.yard, b.image)
+                b.drop_images(self.yard)
             raise
         finally:
             pool.shutdown(wait=True)
@@ -438,9 +450,8 @@ class Search:
             if b.ws is not None:
                 b.ws.close()
                 b.ws = None
-            if b.state != "done" and b.state != "running" and b.image is not None:
-                drop_image(self.yard, b.image)
-                b.image = None
+            if b.state != "done" and b.state != "running":
+                b.drop_images(self.yard)
 
     def _say(self, b: Branch, what: str) -> None:
         b.doing = what
@@ -473,30 +484,45 @@ class Search:
                 if b.levels[-1].ok:
                     b.levels.append(self._run_tests(b, ws, recipe))
                 b.won = b.good  # the search need not wait for the optional pass below to stop the other branches
+                if b.won and self.on_won is not None:
+                    self._won(b, ws, recipe)
                 if self.complete and b.scan.get("missing") and not b.bug:
                     self._complete(b, ws, recipe)
                 b.integrity = self._integrity(b, ws)
         if b.levels[0].ok:
-            r = ws.sh(pins.FREEZE, "/", 300)  # the exact versions: the contract pins them (pins.py)
-            freeze, own = (r.stdout, self.ev.values("project_name")) if r.exit_code == 0 else ("", [])
-            recipe.pins = pins.parse_freeze(freeze, own)
-            for release in pins.replaced_project(freeze, own):
-                recipe.warnings.append(f"a step installed the release {release} over the project's source (a "
-                                       "dependency pins it, and the checkout's own version differs, e.g. no git "
-                                       "tags); the tests may have imported either")
-            # pins constrain every step only when they agree with each other (installs one by one can leave an
-            # environment whose requirements conflict; then resolving a step against all pins would fail)
-            recipe.pins_consistent = bool(recipe.pins) and ws.sh(pins.CHECK, "/", 300).exit_code == 0
-            # the lock constrained the installs only when its constraints file is not empty (a lock step that
-            # could not export or install its pins empties it and says so)
-            used = bool(recipe.lock_source) and ws.sh(
-                f"test -s {shlex.quote(recipe.env.get('UV_CONSTRAINT', ''))}", "/", 60).exit_code == 0
-            recipe.pins_source, warning = pins.source(recipe.lock_source, used)
-            recipe.warnings += [warning] if warning else []
+            self.pin(recipe, lambda command, timeout: ws.sh(command, "/", timeout))
             self._say(b, "snapshot")
             b.image = ws.sb.snapshot(temporary=True)  # saved under its final name by engine.py
         b.reason = b.reason or first_failure(b.levels)
         b.doing = f"L{b.level}" if b.level >= 0 else "failed"
+
+    def _won(self, b: Branch, ws: Workspace, recipe: Recipe) -> None:
+        try:
+            self.on_won(b, ws, recipe)
+        except (Cancelled, Stopped):
+            raise
+        except Exception as e:  # noqa: BLE001 - what starts on a win only saves time; the branch goes on
+            b.log.append(f"(what starts when a branch wins did not: {type(e).__name__}: {e})\n")
+
+    def pin(self, recipe: Recipe, sh: Callable[[str, float], object]) -> None:
+        """Record in the recipe the exact versions its environment has (pins.py), with `sh(command, timeout)`
+        running commands in that environment."""
+        r = sh(pins.FREEZE, 300)
+        freeze, own = (r.stdout, self.ev.values("project_name")) if r.exit_code == 0 else ("", [])
+        recipe.pins = pins.parse_freeze(freeze, own)
+        for release in pins.replaced_project(freeze, own):
+            recipe.warnings.append(f"a step installed the release {release} over the project's source (a "
+                                   "dependency pins it, and the checkout's own version differs, e.g. no git "
+                                   "tags); the tests may have imported either")
+        # pins constrain every step only when they agree with each other (installs one by one can leave an
+        # environment whose requirements conflict; then resolving a step against all pins would fail)
+        recipe.pins_consistent = bool(recipe.pins) and sh(pins.CHECK, 300).exit_code == 0
+        # the lock constrained the installs only when its constraints file is not empty (a lock step that
+        # could not export or install its pins empties it and says so)
+        used = bool(recipe.lock_source) and sh(
+            f"test -s {shlex.quote(recipe.env.get('UV_CONSTRAINT', ''))}", 60).exit_code == 0
+        recipe.pins_source, warning = pins.source(recipe.lock_source, used)
+        recipe.warnings += [warning] if warning else []
 
     def _install(self, b: Branch, ws: Workspace, recipe: Recipe) -> LevelResult:
         t = time.monotonic()
@@ -729,8 +755,9 @@ class Search:
 
     def _complete(self, b: Branch, ws: Workspace, recipe: Recipe) -> None:
         """The completeness pass (complete.py), as one transaction: install what the project declares and what its
-        code imports, scan and run the tests again, and keep it only when fewer imports are missing and the
-        tests are no worse; otherwise roll back to the snapshot before it."""
+        code imports, scan and collect the tests again, and keep it only when fewer imports are missing and the
+        tests are no worse; otherwise roll back to the snapshot before it. Whether the tests are worse is known
+        after the clean replay's run of them (engine.py), when they collect in both (see _defer_tests)."""
         t = time.monotonic()
         before = (b.level, b.pass_ratio, b.scan["missing"])
         saved = (copy.deepcopy(recipe), list(b.levels), dict(b.tests), b.collected, dict(b.connection),
@@ -748,6 +775,7 @@ class Search:
             with b.pass_lock:  # from here on, the time limit cancels the branch instead of stopping the pass
                 b.in_pass = False
         if ws.interrupted.is_set():  # the search's time limit passed: back to what the branch had before the pass
+            self._undefer(b, ws)
             self._restore(b, recipe, saved)
             ws.rollback(snap)
             b.completion = {"ran": True, "kept": False, "installed": [], "mapped": {}, "not_installed": [],
@@ -827,7 +855,9 @@ class Search:
             b.levels = levels
             if before[0] >= 1:
                 b.levels.append(self._fixing_level(b, ws, recipe, 3, "tests collected", "collect", self._collect))
-                if b.levels[-1].ok and rerun_tests:
+                if b.levels[-1].ok and rerun_tests and before[0] >= 4 and runners.of_recipe(recipe).collect:
+                    self._defer_tests(b, ws, saved, snap, info)
+                elif b.levels[-1].ok and rerun_tests:
                     b.levels.append(self._run_tests(b, ws, recipe))
                 elif b.levels[-1].ok:
                     b.levels += [lv for lv in saved[1] if lv.level == 4]  # the run before the pass, as it was
@@ -836,11 +866,34 @@ class Search:
         keep, why = complete.keeps(before, after)
         info.update(kept=keep, missing_after=after[2] if keep else before[2], detail=why,
                     tested=f"L{after[0]}" + (f", pass ratio {after[1]:.3f}" if after[1] is not None else ""))
+        if b.before_pass is not None:
+            info["tested"] = "by the clean replay"
         if not keep:
             self._say(b, "completeness pass: rolling back")
+            self._undefer(b, ws)
             self._restore(b, recipe, saved)
             ws.rollback(snap)
         b.completion = {**info, "seconds": round(time.monotonic() - t, 1)}
+
+    @staticmethod
+    def _defer_tests(b: Branch, ws: Workspace, saved: tuple, snap: Image, info: dict) -> None:
+        """The tests collect with the pass's installs: their run is left to the clean replay (engine.py), which runs
+        the whole suite on the final recipe anyway, so the suite runs once fewer. The branch keeps its L4 result
+        from before the pass, and the snapshot taken then, which the engine goes back to (and replays) when the
+        tests do worse with the pass."""
+        l4 = next(lv for lv in saved[1] if lv.level == 4)
+        b.levels.append(LevelResult(4, l4.name, l4.ok, f"{l4.detail} (before the completeness pass; the clean "
+                                    "replay runs them with it)", l4.seconds))
+        ws.snapshots.remove(snap)  # it outlives the workspace
+        b.before_pass = (saved, snap)
+        info["tests"] = "run by the clean replay, with the pass's installs"
+
+    @staticmethod
+    def _undefer(b: Branch, ws: Workspace) -> None:
+        """The pass is rolled back in the branch after all: its snapshot goes back to the workspace's."""
+        if b.before_pass is not None:
+            ws.snapshots.append(b.before_pass[1])
+            b.before_pass = None
 
     @staticmethod
     def _restore(b: Branch, recipe: Recipe, saved: tuple) -> None:

@@ -1,0 +1,253 @@
+"""The clean replay: the recipe, as setup.sh has it, run again on a fresh setup base with a fresh copy of the
+source, its tests collected (and at L4 run) again and compared with the search's (engine.py calls it once the
+search has chosen). An image is verified only when its recipe reproduces it.
+
+Its head start (HeadStart): when a branch wins (L4 with a good pass ratio) the other branches are cancelled,
+and what the winner still does (the completeness pass, the integrity check, pins, its snapshot) leaves a core
+idle. The replay's install steps start then, in their own sandbox, with the versions the branch has at that
+moment pinned the way setup.sh pins them. When the search ends, the replay goes on in that sandbox if the final
+recipe has the same first steps, the same environment, and pins that keep every version pinned then (the
+completeness pass only adds distributions: its installs are constrained to what was installed); it then runs
+the rest of setup.sh there (the final pins, the steps added since, the exact install of the pins). Otherwise
+the head start is thrown away and the replay starts over. Either way the steps ran in order on a fresh base,
+each resolving to the versions that passed: what setup.sh does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import shlex
+import threading
+import time
+from typing import Callable
+
+from .. import diskspace
+from ..yard import Sandbox, Yard
+from . import complete, pins, runners, services
+from .interpreters import setup_base
+from .plan import Recipe, Step
+from .search import (JUNIT, Branch, Search, Workspace, drop_image, listed, pass_ratio, reached,
+                     run_connection_failures, setup_disk_limit, setup_env, setup_sandbox, test_results)
+
+
+def pinned_env(recipe: Recipe) -> dict[str, str]:
+    """The recipe's environment variables, with the pins (pins.py) constraining every install when there are any."""
+    env = dict(recipe.env)
+    if recipe.pins and recipe.pins_consistent:
+        env["UV_CONSTRAINT"] = pins.constraint_files(recipe.env)
+    return env
+
+
+def replay_script(recipe: Recipe) -> str:
+    """The recipe as one script: its steps with the pinned versions, then an exact install of the pins."""
+    return script(recipe, recipe.steps)
+
+
+def script(recipe: Recipe, steps: list[Step], *, exact: bool = True) -> str:
+    """`steps` of the recipe as one script, with its environment and pins (the exact install of the pins last)."""
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in pinned_env(recipe).items())
+    return ("set -e\n" + exports + (pins.write_script(recipe.pins) if recipe.pins else "")
+            + "".join(f"{s.command}\n" for s in steps) + (f"{pins.EXACT}\n" if recipe.pins and exact else ""))
+
+
+def replay(yard: Yard, search: Search, best: Branch, head: "HeadStart | None" = None) -> dict:
+    """Run the recorded recipe, as setup.sh has it, on a fresh setup base with a fresh copy of the source,
+    and check the tests collect as they did: an image is verified only when its recipe reproduces it. With a
+    head start whose steps are the recipe's first ones, the rest of setup.sh runs in its sandbox."""
+    recipe = best.recipe
+    if search.on_update:
+        best.doing = "replaying setup.sh on a fresh base"
+        search.on_update(search.branches)
+    t = time.monotonic()
+    log: list[str] = []
+    with contextlib.ExitStack() as stack:
+        sb = head.take(recipe) if head is not None else None
+        if sb is not None:
+            stack.callback(head.close)
+            log += head.log
+            todo = head.rest(recipe)
+        else:
+            sb = stack.enter_context(setup_sandbox(yard, setup_base(yard, recipe.interpreter), search.cache))
+            sb.upload(*search.upload)
+            todo = replay_script(recipe)
+        run = logged(yard, sb, search.workdir, recipe.env, log)
+
+        def sh(cmd: str, timeout: float, *, tests: bool = False):
+            if tests and recipe.services:  # the services start in the same sandbox, right before the tests
+                return services.run_with(run, cmd, timeout)
+            return run(cmd, timeout)
+
+        r = sh(todo, search.step_timeout)
+        out = {"log": log, **({"head_start": head.report()} if head is not None else {})}
+        if r.exit_code != 0:
+            return {**out, "ok": False, "detail": f"setup.sh exited {r.exit_code} on a fresh base",
+                    "seconds": time.monotonic() - t}
+        if recipe.pins:  # the replay installed exactly the versions that passed
+            f = sh(pins.FREEZE, 300)
+            differ = (pins.differences(recipe.pins, pins.parse_freeze(f.stdout, search.ev.values("project_name")))
+                      if f.exit_code == 0 else ["(no freeze)"])
+            out.update(pins_match=not differ, pins_differ=differ[:50], pins=len(recipe.pins))
+        runner = runners.of_recipe(recipe)
+        statuses = None
+        if runner.collect:
+            c = sh(runner.collect, search.test_timeout, tests=True)
+            count = listed(runner, c.stdout)
+        else:  # a runner without a collect-only step (Django, a script): the run counts the tests
+            c = sh(runner.run(JUNIT), search.test_timeout, tests=True)
+            statuses = test_results(runner, c, sb)
+            count = len(statuses)
+        ok = (c.exit_code == 0 or statuses is not None) and count == best.collected
+        detail = (f"a clean replay collects the same {count} tests" if ok else
+                  f"after a clean replay the tests collect {count}, not {best.collected} (exit {c.exit_code})")
+        down = services.start_failure(c.stderr) if c.exit_code == services.FAILED_EXIT else None
+        if down:
+            ok, detail = False, f"after a clean replay a service did not start: {down}"
+        result = {**out, "ok": ok, "detail": detail, "collected": count}
+        if ok and best.level >= 4:  # the same level: the tests run again, and their statuses are compared
+            if statuses is None:
+                r = sh(runner.run(JUNIT), search.test_timeout, tests=True)
+                statuses = test_results(runner, r, sb)
+                if best.before_pass is not None:
+                    return {**result, **_judge_pass(search, best, statuses, run_connection_failures(runner, r, sb)),
+                            "seconds": time.monotonic() - t}
+            same = sum(1 for tid, st in statuses.items() if best.tests.get(tid) == st)
+            differ = sorted(tid for tid, st in best.tests.items() if statuses.get(tid) != st)
+            result.update(ok=bool(statuses), statuses_same=same, statuses_differ=differ[:50],
+                          detail=(f"a clean replay runs the tests again: {same} of {len(best.tests)} per-test "
+                                  "statuses match" if statuses else "after a clean replay the tests give no results"))
+        return {**result, "seconds": time.monotonic() - t}
+
+
+def _judge_pass(search: Search, best: Branch, statuses: dict[str, str], connection: dict) -> dict:
+    """The replay ran the tests with the completeness pass's installs, which the branch did not (search.py,
+    _defer_tests): the pass is kept when they do no worse than the branch's run before it, and the result's
+    per-test statuses are then the replay's. Otherwise `pass_worse` says why, and the engine goes back to the
+    state before the pass and replays that."""
+    saved = best.before_pass[0]
+    before = (reached(saved[1]), pass_ratio(saved[2]), saved[7].get("missing", 0))
+    after = (4 if statuses else 3, pass_ratio(statuses), best.scan.get("missing", 0))
+    keep, why = complete.keeps(before, after)
+    if not keep:
+        return {"ok": False, "pass_worse": why,
+                "detail": f"with the completeness pass's installs, on a clean replay: {why}"}
+    same = sum(1 for tid, st in statuses.items() if saved[2].get(tid) == st)
+    changed = sorted(tid for tid, st in statuses.items() if saved[2].get(tid) != st)
+    best.tests, best.connection = statuses, connection
+    l4 = next(lv for lv in best.levels if lv.level == 4)
+    l4.detail = f"{runners.summary(statuses)} (the clean replay's run, with the completeness pass's installs)"
+    best.completion.update(tested=f"L4, pass ratio {after[1]:.3f}, by the clean replay", detail=why)
+    return {"ok": True, "statuses_same": same, "statuses_differ": changed[:50],
+            "detail": f"a clean replay runs the tests with the completeness pass's installs: "
+                      f"{runners.summary(statuses)}; {same} of {len(statuses)} per-test statuses as before the pass"}
+
+
+def undo_pass(yard: Yard, search: Search, best: Branch, why: str) -> None:
+    """Back to the branch's state before the completeness pass: its recipe, results and snapshot, pinned."""
+    saved, snap = best.before_pass
+    Search._restore(best, best.recipe, saved)
+    drop_image(yard, best.image)
+    best.image, best.before_pass = snap, None
+    with setup_sandbox(yard, snap, search.cache) as sb:  # the pins of that state (search.pin)
+        search.pin(best.recipe, lambda c, timeout: sb.exec(c, cwd="/", env=setup_env(best.recipe.env),
+                                                          timeout=timeout, max_output=400_000))
+    best.completion.update(kept=False, missing_after=best.completion.get("missing_before"),
+                           detail=f"{why} (on the clean replay)", tested="by the clean replay")
+
+
+def logged(yard: Yard, sb: Sandbox, cwd: str, env: dict[str, str], log: list[str]) -> Callable:
+    """`run(command, timeout)` in the replay's sandbox, each command and its output appended to `log`; a
+    command failing for a full disk raises DiskFull (the machine's problem, not the recipe's)."""
+    def run(cmd: str, timeout: float):
+        r = sb.exec(cmd, cwd=cwd, env=setup_env(env), timeout=timeout, max_output=400_000)
+        log.append(f"$ {cmd}\n{r.stdout}{r.stderr}[exit {r.exit_code}, {r.duration:.1f}s]\n")
+        full = (diskspace.diagnose(yard.store.home, r.stdout + r.stderr, setup_disk_limit(yard))
+                if r.exit_code != 0 else None)
+        if full is not None:
+            raise full  # not "the replay failed": the machine's disk did
+        return r
+    return run
+
+
+class HeadStart:
+    """The replay's install steps, started in a thread when a branch wins (see the module's docstring)."""
+
+    def __init__(self, yard: Yard, search: Search, recipe: Recipe):
+        self.yard, self.search, self.recipe = yard, search, recipe
+        self.log: list[str] = []
+        self.sb: Sandbox | None = None
+        self.exit_code: int | None = None
+        self.error = ""
+        self.why = ""  # why it was not used
+        self.seconds = 0.0
+        self._closed = False
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="envyard-replay-head-start", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def begin(cls, yard: Yard, search: Search, ws: Workspace, recipe: Recipe) -> "HeadStart":
+        """Start one for the branch whose workspace is `ws`: its versions now are pinned (search.pin, run in
+        the branch's thread), its steps so far replayed with them."""
+        spec = copy.deepcopy(recipe)
+        search.pin(spec, lambda command, timeout: ws.sh(command, "/", timeout))
+        return cls(yard, search, spec)
+
+    def _run(self) -> None:
+        t = time.monotonic()
+        try:
+            sb = setup_sandbox(self.yard, setup_base(self.yard, self.recipe.interpreter), self.search.cache)
+            with self._lock:
+                if self._closed:
+                    sb.close()
+                    return
+                self.sb = sb
+                self.search.track(sb)
+            sb.upload(*self.search.upload)
+            run = logged(self.yard, sb, self.search.workdir, self.recipe.env, self.log)
+            self.exit_code = run(script(self.recipe, self.recipe.steps, exact=False), self.search.step_timeout).exit_code
+        except Exception as e:  # noqa: BLE001 - it only saves time: the replay starts over without it
+            self.error = f"{type(e).__name__}: {e}"
+        finally:
+            self.seconds = time.monotonic() - t
+
+    def take(self, final: Recipe) -> Sandbox | None:
+        """Wait for the steps; their sandbox when the final recipe goes on from them, else None (it is closed)."""
+        self._thread.join()
+        self.why = self._unusable(final)
+        if self.why:
+            self.close()
+            return None
+        return self.sb
+
+    def _unusable(self, final: Recipe) -> str:
+        spec = self.recipe
+        if self.error or self.sb is None:
+            return f"it failed: {self.error or 'no sandbox'}"
+        if self.exit_code != 0:
+            return f"its steps exited {self.exit_code}"
+        if (final.interpreter.path, final.interpreter.provider) != (spec.interpreter.path, spec.interpreter.provider) \
+                or [s.command for s in final.steps[:len(spec.steps)]] != [s.command for s in spec.steps] \
+                or final.env != spec.env:
+            return "the recipe changed after it started"
+        if final.pins_consistent != spec.pins_consistent or not set(spec.pins) <= set(final.pins):
+            return "the pinned versions changed after it started"
+        return ""
+
+    def rest(self, final: Recipe) -> str:
+        """What setup.sh does after the head start's steps: the final pins and environment, the steps added
+        since (the completeness pass's), the exact install of the pins."""
+        return script(final, final.steps[len(self.recipe.steps):])
+
+    def report(self) -> dict:
+        return {"used": not self.why, "steps": len(self.recipe.steps), "seconds": round(self.seconds, 1),
+                **({"why_not": self.why} if self.why else {})}
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            sb, self.sb = self.sb, None
+        if sb is not None:
+            sb.close()
+            self.search.track(sb, False)
+        self._thread.join(timeout=60)
