@@ -196,8 +196,10 @@ def _print_result(out, result, contract) -> None:
         out.print(f"[red]project bug[/]: the project's own code fails (no repair or other Python can fix it):\n"
                   f"{escape(result.project_bug['traceback'][-1500:])}")
     if result.replay:
+        head = result.replay.get("head_start") or {}
         out.print(("[green]replay[/]: " if result.replay.get("ok") else "[red]replay failed[/]: ")
-                  + escape(result.replay.get("detail", "")))
+                  + escape(result.replay.get("detail", "")) + f" · {result.replay.get('seconds', 0):.0f}s"
+                  + (f" after the search (its first {head['steps']} steps ran beside it)" if head.get("used") else ""))
     if result.reason and not result.verified:
         out.print(f"[yellow]{'not verified: ' if result.status == 'partial' else 'stopped at '}"
                   f"{escape(result.reason)}[/]")

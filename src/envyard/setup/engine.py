@@ -150,13 +150,17 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
     heads: list[HeadStart] = []
 
     def head_start(_b: Branch, ws: Workspace, recipe: Recipe) -> None:
-        if not heads:  # the first branch to win: the replay's installs start on the core the others leave
-            heads.append(HeadStart.begin(yard, search, ws, recipe))
+        """The replay's installs start on the free core (replay.py); again when the recipe has changed since."""
+        if heads and heads[-1].same_steps(recipe):
+            return
+        for stale in heads:
+            stale.close()
+        heads.append(HeadStart.begin(yard, search, ws, recipe))
 
     if search.jobs >= 2:
-        search.on_won = head_start
+        search.on_ready = head_start
     try:
-        return _finish(yard, search, search.run(cands), heads[0] if heads else None, start, src, name, ev, sub,
+        return _finish(yard, search, search.run(cands), heads[-1] if heads else None, start, src, name, ev, sub,
                        workdir)
     finally:
         for head in heads:  # unused (no replay, or an error): its sandbox goes

@@ -2,15 +2,16 @@
 source, its tests collected (and at L4 run) again and compared with the search's (engine.py calls it once the
 search has chosen). An image is verified only when its recipe reproduces it.
 
-Its head start (HeadStart): when a branch wins (L4 with a good pass ratio) the other branches are cancelled,
-and what the winner still does (the completeness pass, the integrity check, pins, its snapshot) leaves a core
-idle. The replay's install steps start then, in their own sandbox, with the versions the branch has at that
-moment pinned the way setup.sh pins them. When the search ends, the replay goes on in that sandbox if the final
-recipe has the same first steps, the same environment, and pins that keep every version pinned then (the
-completeness pass only adds distributions: its installs are constrained to what was installed); it then runs
-the rest of setup.sh there (the final pins, the steps added since, the exact install of the pins). Otherwise
-the head start is thrown away and the replay starts over. Either way the steps ran in order on a fresh base,
-each resolving to the versions that passed: what setup.sh does.
+Its head start (HeadStart): a setup runs its branches on two cores, and one is often idle near the end: while
+the only branch left runs its tests, or once a branch has won (L4 with a good pass ratio; the others are
+cancelled) and finishes its completeness pass, integrity check, pins and snapshot. The replay's install steps
+start then, in their own sandbox on a fresh base, with the versions the branch has at that moment pinned the
+way setup.sh pins them. When the search ends, the replay goes on in that sandbox if the final recipe begins
+with the same steps, has the same environment, and pins that keep every version pinned then (the completeness
+pass only adds distributions: its installs are constrained to what was installed); it then runs the rest of
+setup.sh there (the final pins, the steps added since, the exact install of the pins). Otherwise the head start
+is thrown away and the replay starts over. Either way the steps ran in order on a fresh base, each resolving to
+the versions that passed: what setup.sh does.
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ def logged(yard: Yard, sb: Sandbox, cwd: str, env: dict[str, str], log: list[str
 
 
 class HeadStart:
-    """The replay's install steps, started in a thread when a branch wins (see the module's docstring)."""
+    """The replay's install steps, started in a thread while the search finishes (see the module's docstring)."""
 
     def __init__(self, yard: Yard, search: Search, recipe: Recipe):
         self.yard, self.search, self.recipe = yard, search, recipe
@@ -226,13 +227,20 @@ class HeadStart:
             return f"it failed: {self.error or 'no sandbox'}"
         if self.exit_code != 0:
             return f"its steps exited {self.exit_code}"
-        if (final.interpreter.path, final.interpreter.provider) != (spec.interpreter.path, spec.interpreter.provider) \
-                or [s.command for s in final.steps[:len(spec.steps)]] != [s.command for s in spec.steps] \
-                or final.env != spec.env:
+        if not self.same_steps(final, prefix=True):
             return "the recipe changed after it started"
         if final.pins_consistent != spec.pins_consistent or not set(spec.pins) <= set(final.pins):
             return "the pinned versions changed after it started"
         return ""
+
+    def same_steps(self, recipe: Recipe, *, prefix: bool = False) -> bool:
+        """Whether `recipe` has this head start's interpreter, environment and steps (or, with `prefix`,
+        begins with its steps)."""
+        spec = self.recipe
+        steps = recipe.steps[:len(spec.steps)] if prefix else recipe.steps
+        return ((recipe.interpreter.path, recipe.interpreter.provider) == (spec.interpreter.path,
+                                                                            spec.interpreter.provider)
+                and recipe.env == spec.env and [s.command for s in steps] == [s.command for s in spec.steps])
 
     def rest(self, final: Recipe) -> str:
         """What setup.sh does after the head start's steps: the final pins and environment, the steps added

@@ -297,8 +297,9 @@ class Search:
         # Sandboxes share the host's network: servers of two branches would meet on one port. Test runs that
         # start services take turns (each stops its servers when it ends).
         self._services_lock = threading.Lock()
-        # Called in a branch's thread when it wins, before its optional pass (engine.py starts the replay then).
-        self.on_won: Callable[[Branch, Workspace, Recipe], None] | None = None
+        # Called in a branch's thread when its recipe looks final: its tests collect and no other branch runs
+        # (a core is free), or it has won (the others are cancelled). engine.py starts the replay's installs then.
+        self.on_ready: Callable[[Branch, Workspace, Recipe], None] | None = None
 
     def track(self, sb: Sandbox, alive: bool = True) -> None:
         with self._live_lock:
@@ -482,10 +483,12 @@ class Search:
                 b.levels.append(self._scan(b, ws, recipe))
                 b.levels.append(self._fixing_level(b, ws, recipe, 3, "tests collected", "collect", self._collect))
                 if b.levels[-1].ok:
+                    if not any(o.state == "running" for o in self.branches if o is not b):
+                        self._ready(b, ws, recipe)  # alone: a core is free while the tests run
                     b.levels.append(self._run_tests(b, ws, recipe))
                 b.won = b.good  # the search need not wait for the optional pass below to stop the other branches
-                if b.won and self.on_won is not None:
-                    self._won(b, ws, recipe)
+                if b.won:
+                    self._ready(b, ws, recipe)
                 if self.complete and b.scan.get("missing") and not b.bug:
                     self._complete(b, ws, recipe)
                 b.integrity = self._integrity(b, ws)
@@ -496,13 +499,15 @@ class Search:
         b.reason = b.reason or first_failure(b.levels)
         b.doing = f"L{b.level}" if b.level >= 0 else "failed"
 
-    def _won(self, b: Branch, ws: Workspace, recipe: Recipe) -> None:
+    def _ready(self, b: Branch, ws: Workspace, recipe: Recipe) -> None:
+        if self.on_ready is None:
+            return
         try:
-            self.on_won(b, ws, recipe)
+            self.on_ready(b, ws, recipe)
         except (Cancelled, Stopped):
             raise
-        except Exception as e:  # noqa: BLE001 - what starts on a win only saves time; the branch goes on
-            b.log.append(f"(what starts when a branch wins did not: {type(e).__name__}: {e})\n")
+        except Exception as e:  # noqa: BLE001 - what starts early only saves time; the branch goes on
+            b.log.append(f"(the replay's head start did not start: {type(e).__name__}: {e})\n")
 
     def pin(self, recipe: Recipe, sh: Callable[[str, float], object]) -> None:
         """Record in the recipe the exact versions its environment has (pins.py), with `sh(command, timeout)`
