@@ -101,3 +101,26 @@ def test_closing_a_head_start_stops_its_steps_and_leaves_nothing(search):
     assert subprocess.run(["pgrep", "-fx", "sleep 913"], capture_output=True).returncode == 1
     assert search.yard.sandboxes() == []
     assert head.take(recipe_of(search, "sleep 913")) is None  # closed: never handed to a replay
+
+
+def test_only_the_branch_that_won_first_starts_the_replay(search):
+    """Two branches reach a good L4 a moment apart: the second must not replace the first's head start with
+    one of its own recipe (the search keeps the first; the replay would then start over)."""
+    import threading
+
+    from envyard.setup.search import Branch
+
+    calls = []
+    search.on_ready = lambda b, ws, recipe: calls.append(b.id)
+    first, second = (Branch(i, Candidate(host_interpreter()), i, state="running") for i in (0, 1))
+    search.branches += [first, second]
+    search._cancels.update({0: threading.Event(), 1: threading.Event()})
+    search._ready(first, None, None)  # alone, its tests collected
+    first.won = True
+    search._ready(first, None, None)
+    second.won = True
+    search._ready(second, None, None)  # won too, after the first
+    search._cancels[1].set()
+    second.won = False
+    search._ready(second, None, None)  # cancelled
+    assert calls == [0, 0]

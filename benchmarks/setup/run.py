@@ -126,7 +126,10 @@ def run_envyard(p: dict, home: str, timeout: float, extra: list[str] | None = No
                    dedupe=data.get("dedupe") or {},  # files of the saved image now shared with earlier layers
                    completion={k: (data.get("completion") or {}).get(k) for k in
                                ("kept", "missing_before", "missing_after", "seconds", "detail", "installed", "mapped",
-                                "not_installed")})
+                                "not_installed", "tested")},
+                   # where the time after the search went: the replay, and how much of it ran beside the search
+                   replay={k: (data.get("replay") or {}).get(k) for k in ("ok", "seconds", "detail", "head_start")},
+                   branch_seconds=[b.get("seconds") for b in data.get("branches", [])])
     else:
         res["reason"] = f"envyard error: {json.dumps(data)[:400]}"
     if res["image"]:

@@ -500,8 +500,10 @@ class Search:
         b.doing = f"L{b.level}" if b.level >= 0 else "failed"
 
     def _ready(self, b: Branch, ws: Workspace, recipe: Recipe) -> None:
-        if self.on_ready is None:
+        if self.on_ready is None or self._cancels[b.id].is_set():
             return
+        if any(o.won for o in self.branches if o is not b):
+            return  # another branch won (a moment before this one): the replay will be of its recipe
         try:
             self.on_ready(b, ws, recipe)
         except (Cancelled, Stopped):
