@@ -22,13 +22,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import diskspace
-from ..errors import BadInput, BaseBuildError, EnvyardError
+from ..errors import BadInput, BaseBuildError
 from ..store import ImageConfig
 from ..store.dedupe import dedupe
 from ..yard import Yard
 from . import checkout_version, interpreters, pins, services, subproject, verdict
 from .evidence import Evidence, gather
-from .interpreters import Interpreter, SetupBaseError, setup_base
+from .interpreters import Interpreter, SetupBaseError
 from .plan import ENV, VENV, Recipe, ranked_or_installed
 from .replay import HeadStart, pinned_env, undo_pass
 from .replay import replay as replay_recipe
