@@ -332,6 +332,23 @@ def test_a_failing_run_names_its_step_and_leaves_nothing(byard, tmp_path):
     assert not byard.store.has_image("test/fail:1")
 
 
+def test_a_run_past_the_disk_limit_is_diskfull_not_the_dockerfiles_failure(byard, tmp_path, monkeypatch):
+    """A RUN that writes more than a build step may (a real btrfs quota, lowered to 64M here) fails with
+    DiskFull (exit 25) naming the limit, not as a failing command of the Dockerfile (exit 11)."""
+    from envyard.errors import DiskFull
+
+    if not byard.can_limit_disk:
+        pytest.skip("no disk limits on this machine (btrfs volume unavailable)")
+    monkeypatch.setattr("envyard.build.executor.BUILD_DISK", "64M")
+    ctx = write_dockerfile(tmp_path, "FROM debian:bookworm\nRUN head -c 160M /dev/zero > /fill\n")
+    with pytest.raises(DiskFull, match=r"disk limit .*\(64M\).*Disk quota exceeded") as e:
+        build_image(byard, ctx, tag="test/diskfull:1")
+    assert e.value.exit_code == 25
+    byard.wait_closed()
+    assert [s for s in byard.sandboxes() if s.owner_alive()] == []
+    assert not byard.store.has_image("test/diskfull:1")
+
+
 def test_bad_inputs(byard, tmp_path):
     cases = [
         ("FROM debian:bookworm\nFROBNICATE x\n", DockerfileError, "line 2: unknown instruction 'FROBNICATE'"),

@@ -1,6 +1,6 @@
 """A full disk is the machine's problem: recognise it and say so, naming the store and what frees space.
 
-Setup installs into sandboxes whose writes land on the store's disk (directly, or through the btrfs volume
+Setup (and `envyard build`'s RUN steps) install into sandboxes whose writes land on the store's disk (directly, or through the btrfs volume
 file that lives there) and are capped per sandbox by a disk limit. When either runs out, the step fails with
 ENOSPC ("No space left on device") or EDQUOT ("Disk quota exceeded") in its output, which would otherwise read
 as the project's install or test failure — and setup would go on to try repairs and other Pythons on a disk
@@ -48,7 +48,8 @@ def diagnose(home: Path, output: str, limit: str | None) -> DiskFull | None:
             return DiskFull(f"the disk holding the store {home} is full ({_gb(free)} free): a step failed with "
                             f"'{NO_SPACE}'", fix=FIX)
     if OVER_QUOTA in output and limit:
-        return DiskFull(f"a step wrote more than a setup sandbox's disk limit ({limit}): '{OVER_QUOTA}'",
-                        fix="no install or test run should need that much: look for what writes without bound in "
-                            "the step's output (the contract's log.txt)")
+        return DiskFull(f"a step wrote more than a sandbox's disk limit for setup and build steps ({limit}): "
+                        f"'{OVER_QUOTA}'",
+                        fix="no install, build step or test run should need that much: look for what writes "
+                            "without bound in the step's output")
     return None

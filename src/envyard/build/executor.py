@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .. import tls
+from .. import diskspace, tls
 from ..errors import BadInput, ImageNotFound
 from ..runtime.holder import ENV_NAME
 from ..store import Image, ImageConfig, parse_image_name
@@ -511,6 +511,9 @@ class Builder:
                                    "during this RUN", fix="raise the timeout, or make the step faster")
             if r.exit_code != 0:
                 out = "".join(tail)
+                full = diskspace.diagnose(self.store.home, out, limits and BUILD_DISK)
+                if full is not None:
+                    raise full  # the machine's disk (or the step's cap), not the Dockerfile's command
                 last = next((ln for ln in reversed(out.splitlines()) if ln.strip()), "no output")
                 raise RunFailed(f"step {self.n}/{self.total}, Dockerfile line {inst.line}: "
                                 f"`{inst.original.splitlines()[0][:120]}` exited {r.exit_code}: {last.strip()[:200]}",
