@@ -48,8 +48,7 @@ def diagnose(home: Path, output: str, limit: str | None) -> DiskFull | None:
             return DiskFull(f"the disk holding the store {home} is full ({_gb(free)} free): a step failed with "
                             f"'{NO_SPACE}'", fix=FIX)
     if OVER_QUOTA in output and limit:
-        return DiskFull(f"a step wrote more than a sandbox's disk limit for setup and build steps ({limit}): "
-                        f"'{OVER_QUOTA}'",
+        return DiskFull(f"a step wrote more than a setup or build sandbox's disk limit ({limit}): '{OVER_QUOTA}'",
                         fix="no install, build step or test run should need that much: look for what writes "
                             "without bound in the step's output")
     return None
