@@ -1,10 +1,10 @@
 """A full disk is the machine's problem: recognise it and say so, naming the store and what frees space.
 
-Setup (and `envyard build`'s RUN steps) install into sandboxes whose writes land on the store's disk (directly, or through the btrfs volume
-file that lives there) and are capped per sandbox by a disk limit. When either runs out, the step fails with
-ENOSPC ("No space left on device") or EDQUOT ("Disk quota exceeded") in its output, which would otherwise read
-as the project's install or test failure — and setup would go on to try repairs and other Pythons on a disk
-that cannot hold them."""
+Setup (and `envyard build`'s RUN steps) install into sandboxes whose writes land on the store's disk (directly,
+or through the btrfs volume file that lives there) and are capped per sandbox by a disk limit. When either runs
+out, the step fails with ENOSPC ("No space left on device") or EDQUOT ("Disk quota exceeded") in its output,
+which would otherwise read as the project's install or test failure — and setup would go on to try repairs and
+other Pythons on a disk that cannot hold them."""
 
 from __future__ import annotations
 

@@ -146,7 +146,7 @@ def _judge_pass(search: Search, best: Branch, statuses: dict[str, str], connecti
 def undo_pass(yard: Yard, search: Search, best: Branch, why: str) -> None:
     """Back to the branch's state before the completeness pass: its recipe, results and snapshot, pinned."""
     saved, snap = best.before_pass
-    Search._restore(best, best.recipe, saved)
+    Search.restore(best, best.recipe, saved)
     drop_image(yard, best.image)
     best.image, best.before_pass = snap, None
     with setup_sandbox(yard, snap, search.cache) as sb:  # the pins of that state (search.pin)
@@ -206,7 +206,8 @@ class HeadStart:
                 self.search.track(sb)
             sb.upload(*self.search.upload)
             run = logged(self.yard, sb, self.search.workdir, self.recipe.env, self.log)
-            self.exit_code = run(script(self.recipe, self.recipe.steps, exact=False), self.search.step_timeout).exit_code
+            steps = script(self.recipe, self.recipe.steps, exact=False)  # the exact install waits for the final pins
+            self.exit_code = run(steps, self.search.step_timeout).exit_code
         except Exception as e:  # noqa: BLE001 - it only saves time: the replay starts over without it
             self.error = f"{type(e).__name__}: {e}"
         finally:

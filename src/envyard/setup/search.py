@@ -783,7 +783,7 @@ class Search:
                 b.in_pass = False
         if ws.interrupted.is_set():  # the search's time limit passed: back to what the branch had before the pass
             self._undefer(b, ws)
-            self._restore(b, recipe, saved)
+            self.restore(b, recipe, saved)
             ws.rollback(snap)
             b.completion = {"ran": True, "kept": False, "installed": [], "mapped": {}, "not_installed": [],
                             "missing_before": before[2], "missing_after": before[2],
@@ -850,7 +850,7 @@ class Search:
         info = {"ran": True, "installed": done, "mapped": mapped, "not_installed": failed,
                 "missing_before": before[2]}
         if scan is None:
-            self._restore(b, recipe, saved)
+            self.restore(b, recipe, saved)
             ws.rollback(snap)
             b.completion = {**info, "kept": False, "missing_after": before[2], "detail": "nothing more installed",
                             "seconds": round(time.monotonic() - t, 1)}
@@ -878,7 +878,7 @@ class Search:
         if not keep:
             self._say(b, "completeness pass: rolling back")
             self._undefer(b, ws)
-            self._restore(b, recipe, saved)
+            self.restore(b, recipe, saved)
             ws.rollback(snap)
         b.completion = {**info, "seconds": round(time.monotonic() - t, 1)}
 
@@ -903,7 +903,8 @@ class Search:
             b.before_pass = None
 
     @staticmethod
-    def _restore(b: Branch, recipe: Recipe, saved: tuple) -> None:
+    def restore(b: Branch, recipe: Recipe, saved: tuple) -> None:
+        """Put back what the branch had when `saved` was taken (a completeness pass undone)."""
         old, b.levels, b.tests, b.collected, b.connection, b.repairs, b.guessed, b.scan = saved
         recipe.__dict__.update(old.__dict__)
 
