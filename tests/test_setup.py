@@ -65,6 +65,9 @@ def test_setup_reaches_l4_with_a_baseline_and_a_usable_image(home, tmp_path):
     assert data["verified"] is True and data["replay"]["ok"] is True  # a clean replay from the base reproduced it
     assert data["status"] == "verified"  # L4 with a pass ratio of 0.9 (9 of 10): the bar for the plain name
     assert data["replay"]["collected"] == 10 and data["replay"]["statuses_same"] == 10  # L4 again, same statuses
+    # at L4 the replay's run of the tests counts them: no separate collection before it
+    replay_log = (out / "log.txt").read_text().split("===== clean replay =====")[1]
+    assert "--collect-only" not in replay_log and replay_log.count("--junitxml=") == 1
     assert data["recipe"]["interpreter"]["provider"] == "host" and data["recipe"]["cutoff"] is None
     dockerfile = (out / "Dockerfile").read_text()
     assert dockerfile.startswith("# written by") and "FROM debian:bookworm" in dockerfile and "uv venv --seed" in dockerfile

@@ -130,10 +130,12 @@ def test_setup_installs_what_the_code_imports_and_pins_it(home, tmp_path):
     runs = [line for line in (out / "log.txt").read_text().splitlines()
             if line.startswith("$ ") and "--junitxml=" in line]
     assert len(runs) == 2, runs
-    # The replay's installs started when the branch won, before the pass; the replay went on from them with the
-    # pass's steps, and still installed exactly the pins (pins_match above).
+    # The replay's installs started before the pass and followed the pass's installs as the branch made them:
+    # the replay went on from all of the recipe's steps, and still installed exactly the pins (pins_match above).
     head = data["replay"]["head_start"]
-    assert head["used"] is True and 0 < head["steps"] < len(data["recipe"]["steps"]), head
+    assert head["used"] is True and head["steps"] == len(data["recipe"]["steps"]), head
+    replay_log = (out / "log.txt").read_text().split("===== clean replay =====")[1]
+    assert replay_log.count("pyhumps") >= 1 and "uv venv" in replay_log  # from a fresh base, the pass included
     assert c["tested"] == "L4, pass ratio 1.000, by the clean replay", c
     assert "with the completeness pass's installs" in data["replay"]["detail"], data["replay"]
     level4 = [lv for lv in data["levels"] if lv["level"] == 4][0]

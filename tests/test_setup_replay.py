@@ -111,7 +111,7 @@ def test_only_the_branch_that_won_first_starts_the_replay(search):
     from envyard.setup.search import Branch
 
     calls = []
-    search.on_ready = lambda b, ws, recipe: calls.append(b.id)
+    search.on_ready = lambda b, ws, recipe, early: calls.append(b.id)
     first, second = (Branch(i, Candidate(host_interpreter()), i, state="running") for i in (0, 1))
     search.branches += [first, second]
     search._cancels.update({0: threading.Event(), 1: threading.Event()})
@@ -120,7 +120,101 @@ def test_only_the_branch_that_won_first_starts_the_replay(search):
     search._ready(first, None, None)
     second.won = True
     search._ready(second, None, None)  # won too, after the first
-    search._cancels[1].set()
-    second.won = False
-    search._ready(second, None, None)  # cancelled
-    assert calls == [0, 0]
+    search._cancels[1].set()  # the search keeps the first; the second stays `won`, but cancelled
+    search._ready(second, None, None)
+    search._ready(first, None, None)  # the first's completeness pass installed something: not blocked by it
+    assert calls == [0, 0, 0]
+
+
+def test_head_starts_keep_the_first_until_the_winners_recipe_moves_on(search):
+    """A branch offers a head start when its installs are done (early) and again when it wins: an early offer
+    never replaces one already running (the other branch's, or its own), a later one only when the recipe no
+    longer goes on from it; the replaced one's sandbox is closed."""
+    from envyard.setup.replay import HeadStarts
+
+    heads = HeadStarts(search.yard, search)
+    first = recipe_of(search, "touch /opt/first")
+    first.pins, first.pins_consistent = ["iniconfig==2.0.0"], True
+    try:
+        heads.offer(first, early=True)
+        started = heads.current
+        assert started is not None and started.recipe is first
+        heads.offer(recipe_of(search, "touch /opt/other-branch"), early=True)  # another branch's installs done
+        assert heads.current is started
+        won = copy.deepcopy(first)
+        won.pins = ["iniconfig==2.0.0", "tomli-w==1.0.0"]  # the same steps and versions, one more distribution
+        heads.offer(won)
+        assert heads.current is started
+        moved = copy.deepcopy(first)
+        moved.pins = ["iniconfig==1.1.1"]  # a repair changed a version after the head start began
+        heads.offer(moved)
+        assert heads.current is not started and heads.current.recipe is moved
+        assert started.take(moved) is None  # closed when it was replaced
+        assert heads.current.take(moved) is not None, heads.current.report()
+    finally:
+        heads.close()
+    search.yard.wait_closed()
+    assert search.yard.sandboxes() == []
+
+
+def test_a_head_start_follows_the_steps_the_winner_adds(search):
+    """The completeness pass installs one unit after another: each is run in the head start as it is made, after
+    the steps before it, so the replay has only the pins left to install; a pass rolled back replaces it."""
+    from envyard.setup.replay import HeadStarts
+
+    heads = HeadStarts(search.yard, search)
+    recipe = recipe_of(search, "touch /opt/head-a")
+    recipe.pins, recipe.pins_consistent = ["iniconfig==2.0.0"], True
+    try:
+        heads.offer(recipe)
+        head = heads.current
+        later = copy.deepcopy(recipe)
+        later.steps.append(Step("complete", "test -e /opt/head-a && touch /opt/head-b", "a unit of the pass"))
+        later.pins = ["iniconfig==2.0.0", "tomli-w==1.0.0"]
+        heads.offer(later)
+        assert heads.current is head
+        final = copy.deepcopy(later)
+        sb = head.take(final)
+        assert sb is not None, head.report()
+        assert sb.exec("test -e /opt/head-b").exit_code == 0  # ran after head-a, in the head start
+        rest = head.rest(final)
+        assert "head-a" not in rest and "head-b" not in rest and "tomli-w==1.0.0" in rest
+        assert head.report()["steps"] == 2
+        heads.offer(recipe)  # the pass was rolled back: its install must not be in the replay
+        assert heads.current is not head and heads.current.take(recipe) is not None
+        assert heads.current.sb.exec("test -e /opt/head-b").exit_code != 0
+    finally:
+        heads.close()
+    search.yard.wait_closed()
+    assert search.yard.sandboxes() == []
+
+
+def test_steps_added_after_a_failed_step_do_not_run(search):
+    head = HeadStart(search.yard, search, recipe_of(search, "exit 3"))
+    later = recipe_of(search, "exit 3", "touch /opt/after")
+    head.extend(later)
+    try:
+        assert head.take(later) is None
+        assert head.report()["why_not"] == "its steps exited 3"
+        assert [entry.count("touch /opt/after") for entry in head.log] == [0]  # the first steps ran, once
+    finally:
+        head.close()
+
+
+def test_of_two_branches_at_a_good_l4_the_first_wins(search):
+    """Both reach L4 with a good pass ratio a moment apart: only the first claims the win (the search keeps it
+    and its head start), whichever branch the search happens to look at first."""
+    import threading
+
+    from envyard.setup.search import Branch, LevelResult
+
+    first, second = (Branch(i, Candidate(host_interpreter()), i, state="running") for i in (1, 0))
+    for b in (first, second):
+        b.levels = [LevelResult(n, "level", True) for n in range(5)]
+        b.tests = {"t::a": "passed"}
+    search.branches += [second, first]  # the one that gets there first is the later-ranked one
+    search._cancels.update({0: threading.Event(), 1: threading.Event()})
+    assert search._claim_win(first) is True
+    assert search._claim_win(second) is False and second.won is False
+    search._cancels[1].set()  # the first cancelled (a time limit, Ctrl-C): the second may win now
+    assert search._claim_win(second) is True

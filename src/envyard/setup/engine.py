@@ -18,6 +18,7 @@ import os
 import re
 import shlex
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from . import checkout_version, interpreters, pins, services, subproject, verdic
 from .evidence import Evidence, gather
 from .interpreters import Interpreter, SetupBaseError
 from .plan import ENV, VENV, Recipe, ranked_or_installed
-from .replay import HeadStart, pinned_env, undo_pass
+from .replay import HeadStart, HeadStarts, pinned_env, undo_pass
 from .replay import replay as replay_recipe
 from .search import Branch, LevelResult, Search, Update, Workspace, drop_image
 
@@ -147,24 +148,19 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
     search = Search(yard, ev, project, workdir, available, jobs=jobs,
                     step_timeout=step_timeout, test_timeout=test_timeout, on_update=on_update, complete=complete,
                     time_limit=time_limit, upload=(src, repo_dir))
-    heads: list[HeadStart] = []
+    heads = HeadStarts(yard, search)
 
-    def head_start(_b: Branch, ws: Workspace, recipe: Recipe) -> None:
-        """The replay's installs start on the free core (replay.py); again when the recipe has changed since."""
-        if heads and heads[-1].same_steps(recipe):
-            return
-        for stale in heads:
-            stale.close()
-        heads.append(HeadStart.begin(yard, search, ws, recipe))
+    def head_start(_b: Branch, ws: Workspace, recipe: Recipe, early: bool) -> None:
+        """The replay's installs start on the free core (replay.py)."""
+        if not (early and heads.current):  # an early offer is refused anyway: no freeze for it
+            heads.offer(HeadStart.pinned(search, ws, recipe), early=early)
 
     if search.jobs >= 2:
         search.on_ready = head_start
     try:
-        return _finish(yard, search, search.run(cands), heads[-1] if heads else None, start, src, name, ev, sub,
-                       workdir)
+        return _finish(yard, search, search.run(cands), heads.current, start, src, name, ev, sub, workdir)
     finally:
-        for head in heads:  # unused (no replay, or an error): its sandbox goes
-            head.close()
+        heads.close()  # unused (no replay, or an error): its sandbox goes
 
 
 def _finish(yard: Yard, search: Search, best: Branch, head: HeadStart | None, start: float, src: Path, name: str,
@@ -175,16 +171,25 @@ def _finish(yard: Yard, search: Search, best: Branch, head: HeadStart | None, st
         raise base_errors[0]  # no candidate could even start: the machine's fault (exit 6), not the project's
     # The winner's snapshot keeps its temporary name until the replay has decided what it is: only a verified
     # environment is saved under `name`; anything else goes to `unverified_name(name)`.
+    # The image's files shared with earlier images (store/dedupe.py) while the replay runs: its layers are
+    # sealed, and the replay leaves a core free while it runs the tests.
+    background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="envyard-dedupe")
+    shared: Future | None = background.submit(dedupe, yard.store, best.image.layers) if best.image else None
     try:
         replay = (replay_recipe(yard, search, best, head) if best.level >= 3 and not best.bug else {})
         if replay.get("pass_worse"):  # the tests did worse with the completeness pass: without it, and again
             first = replay.pop("log", [])
+            if shared is not None:
+                shared.result()  # done with the image before it is dropped
             undo_pass(yard, search, best, replay["pass_worse"])
+            shared = background.submit(dedupe, yard.store, best.image.layers)
             replay = replay_recipe(yard, search, best)
             replay["log"] = first + ["\n===== clean replay without the completeness pass =====\n"] + replay["log"]
     except BaseException:  # Ctrl-C (or a crash) during the replay: no half-verified image is left behind
+        background.shutdown(wait=True)
         best.drop_images(yard)
         raise
+    background.shutdown(wait=False)
     if best.before_pass is not None:  # the pass stays: the state before it is not needed
         drop_image(yard, best.before_pass[1])
         best.before_pass = None
@@ -234,7 +239,7 @@ def _finish(yard: Yard, search: Search, best: Branch, head: HeadStart | None, st
             if yard.store.has_image(old, exact=True):
                 yard.store.remove_image(old)
         # the packages this environment shares with earlier ones (pytest, numpy, torch...) stored once
-        result.dedupe = dedupe(yard.store, best.image.layers)
+        result.dedupe = shared.result() if shared is not None else dedupe(yard.store, best.image.layers)
     result.wall_time = time.monotonic() - start
     return result, ev
 

@@ -2,16 +2,16 @@
 source, its tests collected (and at L4 run) again and compared with the search's (engine.py calls it once the
 search has chosen). An image is verified only when its recipe reproduces it.
 
-Its head start (HeadStart): a setup runs its branches on two cores, and one is often idle near the end: while
-the only branch left runs its tests, or once a branch has won (L4 with a good pass ratio; the others are
-cancelled) and finishes its completeness pass, integrity check, pins and snapshot. The replay's install steps
-start then, in their own sandbox on a fresh base, with the versions the branch has at that moment pinned the
-way setup.sh pins them. When the search ends, the replay goes on in that sandbox if the final recipe begins
-with the same steps, has the same environment, and pins that keep every version pinned then (the completeness
-pass only adds distributions: its installs are constrained to what was installed); it then runs the rest of
-setup.sh there (the final pins, the steps added since, the exact install of the pins). Otherwise the head start
-is thrown away and the replay starts over. Either way the steps ran in order on a fresh base, each resolving to
-the versions that passed: what setup.sh does.
+Its head start (HeadStart): a setup runs its branches on two cores, and the replay's installs need not wait for
+the search to end. They start in their own sandbox on a fresh base, with the versions the branch has at that
+moment pinned the way setup.sh pins them, once a branch's installs are done or its tests collect while no
+other branch runs; again (replacing it) when the branch that wins has other steps or versions by then; and a
+winner's completeness pass has each of its installs run there too as it makes them (HeadStarts). When the search ends, the replay goes on in that sandbox if
+the final recipe begins with the same steps, has the same environment, and pins that keep every version pinned
+then (the completeness pass only adds distributions: its installs are constrained to what was installed); it
+then runs the rest of setup.sh there (the final pins, any steps added since, the exact install of the pins).
+Otherwise the head start is thrown away and the replay starts over. Either way the steps ran in order on a fresh
+base, each resolving to the versions that passed: what setup.sh does.
 """
 
 from __future__ import annotations
@@ -90,14 +90,14 @@ def replay(yard: Yard, search: Search, best: Branch, head: "HeadStart | None" = 
                       if f.exit_code == 0 else ["(no freeze)"])
             out.update(pins_match=not differ, pins_differ=differ[:50], pins=len(recipe.pins))
         runner = runners.of_recipe(recipe)
-        statuses = None
-        if runner.collect:
+        statuses = count = ran = None
+        if best.level >= 4 or not runner.collect:  # the run counts the tests: no separate collection
+            c = ran = sh(runner.run(JUNIT), search.test_timeout, tests=True)
+            statuses = test_results(runner, ran, sb)
+            count = len(statuses)
+        if runner.collect and count != best.collected:  # at L3, or a run that reported another number
             c = sh(runner.collect, search.test_timeout, tests=True)
             count = listed(runner, c.stdout)
-        else:  # a runner without a collect-only step (Django, a script): the run counts the tests
-            c = sh(runner.run(JUNIT), search.test_timeout, tests=True)
-            statuses = test_results(runner, c, sb)
-            count = len(statuses)
         ok = (c.exit_code == 0 or statuses is not None) and count == best.collected
         detail = (f"a clean replay collects the same {count} tests" if ok else
                   f"after a clean replay the tests collect {count}, not {best.collected} (exit {c.exit_code})")
@@ -105,13 +105,10 @@ def replay(yard: Yard, search: Search, best: Branch, head: "HeadStart | None" = 
         if down:
             ok, detail = False, f"after a clean replay a service did not start: {down}"
         result = {**out, "ok": ok, "detail": detail, "collected": count}
-        if ok and best.level >= 4:  # the same level: the tests run again, and their statuses are compared
-            if statuses is None:
-                r = sh(runner.run(JUNIT), search.test_timeout, tests=True)
-                statuses = test_results(runner, r, sb)
-                if best.before_pass is not None:
-                    return {**result, **_judge_pass(search, best, statuses, run_connection_failures(runner, r, sb)),
-                            "seconds": time.monotonic() - t}
+        if ok and best.level >= 4:  # the same level: the tests ran again, and their statuses are compared
+            if best.before_pass is not None:
+                return {**result, **_judge_pass(search, best, statuses, run_connection_failures(runner, ran, sb)),
+                        "seconds": time.monotonic() - t}
             same = sum(1 for tid, st in statuses.items() if best.tests.get(tid) == st)
             differ = sorted(tid for tid, st in best.tests.items() if statuses.get(tid) != st)
             result.update(ok=bool(statuses), statuses_same=same, statuses_differ=differ[:50],
@@ -183,18 +180,21 @@ class HeadStart:
         self.seconds = 0.0
         self._closed = False
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="envyard-replay-head-start", daemon=True)
+        # the exact install waits for the final pins; the script is made now: extend() replaces self.recipe
+        first = script(recipe, recipe.steps, exact=False)
+        self._thread = threading.Thread(target=self._run, args=(first,), name="envyard-replay-head-start",
+                                        daemon=True)
         self._thread.start()
 
-    @classmethod
-    def begin(cls, yard: Yard, search: Search, ws: Workspace, recipe: Recipe) -> "HeadStart":
-        """Start one for the branch whose workspace is `ws`: its versions now are pinned (search.pin, run in
-        the branch's thread), its steps so far replayed with them."""
+    @staticmethod
+    def pinned(search: Search, ws: Workspace, recipe: Recipe) -> Recipe:
+        """A copy of the recipe of the branch whose workspace is `ws`, with its versions now pinned (search.pin,
+        run in the branch's thread): what a head start begun now replays."""
         spec = copy.deepcopy(recipe)
         search.pin(spec, lambda command, timeout: ws.sh(command, "/", timeout))
-        return cls(yard, search, spec)
+        return spec
 
-    def _run(self) -> None:
+    def _run(self, first: str) -> None:
         t = time.monotonic()
         try:
             sb = setup_sandbox(self.yard, setup_base(self.yard, self.recipe.interpreter), self.search.cache)
@@ -205,13 +205,40 @@ class HeadStart:
                 self.sb = sb
                 self.search.track(sb)
             sb.upload(*self.search.upload)
-            run = logged(self.yard, sb, self.search.workdir, self.recipe.env, self.log)
-            steps = script(self.recipe, self.recipe.steps, exact=False)  # the exact install waits for the final pins
-            self.exit_code = run(steps, self.search.step_timeout).exit_code
+            self._steps(first)
         except Exception as e:  # noqa: BLE001 - it only saves time: the replay starts over without it
             self.error = f"{type(e).__name__}: {e}"
         finally:
-            self.seconds = time.monotonic() - t
+            self.seconds += time.monotonic() - t
+
+    def _steps(self, todo: str) -> None:
+        sb = self.sb
+        if sb is None:
+            raise RuntimeError("closed")
+        run = logged(self.yard, sb, self.search.workdir, self.recipe.env, self.log)
+        self.exit_code = run(todo, self.search.step_timeout).exit_code
+
+    def extend(self, later: Recipe) -> None:
+        """The branch added steps (the completeness pass installs one unit after another): they run here too,
+        after the steps before them, pinned to the branch's versions now. Only for a recipe that goes on from
+        this one's (see mismatch)."""
+        todo = script(later, later.steps[len(self.recipe.steps):], exact=False)
+        before, self.recipe = self._thread, later
+
+        def more() -> None:
+            before.join()
+            if self.error or self.exit_code != 0:
+                return  # the steps before failed: these would not be setup.sh's
+            t = time.monotonic()
+            try:
+                self._steps(todo)
+            except Exception as e:  # noqa: BLE001 - as in _run
+                self.error = f"{type(e).__name__}: {e}"
+            finally:
+                self.seconds += time.monotonic() - t
+
+        self._thread = threading.Thread(target=more, name="envyard-replay-head-start", daemon=True)
+        self._thread.start()
 
     def take(self, final: Recipe) -> Sandbox | None:
         """Wait for the steps; their sandbox when the final recipe goes on from them, else None (it is closed)."""
@@ -228,9 +255,13 @@ class HeadStart:
             return f"it failed: {self.error or 'no sandbox'}"
         if self.exit_code != 0:
             return f"its steps exited {self.exit_code}"
-        if not self.same_steps(final, prefix=True):
+        return self.mismatch(final)
+
+    def mismatch(self, later: Recipe) -> str:
+        """Why a later (pinned) recipe of the branch does not go on from this head start's steps ("" if it does)."""
+        if not self.same_steps(later, prefix=True):
             return "the recipe changed after it started"
-        if final.pins_consistent != spec.pins_consistent or not set(spec.pins) <= set(final.pins):
+        if later.pins_consistent != self.recipe.pins_consistent or not set(self.recipe.pins) <= set(later.pins):
             return "the pinned versions changed after it started"
         return ""
 
@@ -260,3 +291,35 @@ class HeadStart:
             sb.close()
             self.search.track(sb, False)
         self._thread.join(timeout=60)
+
+
+class HeadStarts:
+    """The head starts of one setup: the latest is the one the replay may use. A branch offers one when its
+    installs are done (`early`: only if none runs yet), again when its tests run alone or it has won, and after
+    each install of its completeness pass: a head start its recipe goes on from runs the steps added since (the
+    pass's installs, as the branch makes them), one it no longer goes on from (other steps, changed versions)
+    is replaced."""
+
+    def __init__(self, yard: Yard, search: Search):
+        self.yard, self.search = yard, search
+        self.started: list[HeadStart] = []
+        self._lock = threading.Lock()  # two branches may offer at the same moment
+
+    @property
+    def current(self) -> HeadStart | None:
+        return self.started[-1] if self.started else None
+
+    def offer(self, spec: Recipe, *, early: bool = False) -> None:
+        """`spec`: the branch's recipe with its versions now pinned (HeadStart.pinned)."""
+        with self._lock:
+            head = self.current
+            if head is not None and (early or not head.mismatch(spec)):
+                if not early and len(spec.steps) > len(head.recipe.steps):
+                    head.extend(spec)
+                return
+            self.close()
+            self.started.append(HeadStart(self.yard, self.search, spec))
+
+    def close(self) -> None:
+        for head in self.started:
+            head.close()

@@ -297,9 +297,11 @@ class Search:
         # Sandboxes share the host's network: servers of two branches would meet on one port. Test runs that
         # start services take turns (each stops its servers when it ends).
         self._services_lock = threading.Lock()
-        # Called in a branch's thread when its recipe looks final: its tests collect and no other branch runs
-        # (a core is free), or it has won (the others are cancelled). engine.py starts the replay's installs then.
-        self.on_ready: Callable[[Branch, Workspace, Recipe], None] | None = None
+        self._won_lock = threading.Lock()
+        # Called in a branch's thread when the replay's installs can start (engine.py, replay.HeadStarts): no
+        # other branch runs (a core is free) and its installs are done (early) or its tests collect, it has won
+        # (the others are cancelled), or, having won, its completeness pass installed something more.
+        self.on_ready: Callable[[Branch, Workspace, Recipe, bool], None] | None = None
 
     def track(self, sb: Sandbox, alive: bool = True) -> None:
         with self._live_lock:
@@ -360,7 +362,9 @@ class Search:
                             queue.insert(0, Branch(-1, c, b.rank))
                     if b.level >= 3:
                         settled = True
-                    if b.good and winner is None and b.state == "done":  # never one the winner cancelled
+                    # never one the winner cancelled, nor one that got there after a winner still in its pass
+                    if (b.good and winner is None and b.state == "done"
+                            and (b.won or not any(o.won for o in running.values()))):
                         winner = b
                         for other in running.values():
                             self._cancel(other, f"branch {b.id} won (L4, pass ratio {b.pass_ratio:.2f})")
@@ -478,16 +482,18 @@ class Search:
         ws.sb.upload(*self.upload)
         b.levels.append(self._install(b, ws, recipe))
         if b.levels[-1].ok:
+            if self._alone(b):  # a core is free (beside another branch's installs they slowed both: measured)
+                self._ready(b, ws, recipe, early=True)
             b.levels.append(self._fixing_level(b, ws, recipe, 1, "imports", "import", self._imports))
             if b.level >= 1 or b.levels[-1].ok is None:
                 b.levels.append(self._scan(b, ws, recipe))
                 b.levels.append(self._fixing_level(b, ws, recipe, 3, "tests collected", "collect", self._collect))
                 if b.levels[-1].ok:
-                    if not any(o.state == "running" for o in self.branches if o is not b):
-                        self._ready(b, ws, recipe)  # alone: a core is free while the tests run
+                    if self._alone(b):
+                        self._ready(b, ws, recipe)  # a core is free while the tests run
                     b.levels.append(self._run_tests(b, ws, recipe))
-                b.won = b.good  # the search need not wait for the optional pass below to stop the other branches
-                if b.won:
+                # the search need not wait for the optional pass below to stop the other branches
+                if self._claim_win(b):
                     self._ready(b, ws, recipe)
                 if self.complete and b.scan.get("missing") and not b.bug:
                     self._complete(b, ws, recipe)
@@ -499,17 +505,35 @@ class Search:
         b.reason = b.reason or first_failure(b.levels)
         b.doing = f"L{b.level}" if b.level >= 0 else "failed"
 
-    def _ready(self, b: Branch, ws: Workspace, recipe: Recipe) -> None:
+    def _alone(self, b: Branch) -> bool:
+        return not any(o.state == "running" for o in self.branches if o is not b)
+
+    def _claim_win(self, b: Branch) -> bool:
+        """A branch at L4 with a good pass ratio has won, unless another got there first: the search keeps the
+        first (the others are cancelled), whose head start the replay then uses."""
+        with self._won_lock:
+            b.won = b.good and not any(o.won and not self._cancels[o.id].is_set()
+                                       for o in self.branches if o is not b)
+        return b.won
+
+    def _ready(self, b: Branch, ws: Workspace, recipe: Recipe, *, early: bool = False) -> None:
+        """Tell `on_ready` the replay of this branch's recipe may start: `early` once its installs are done
+        (only if no head start runs yet), otherwise when its tests collect, it has won or its pass installed."""
         if self.on_ready is None or self._cancels[b.id].is_set():
             return
-        if any(o.won for o in self.branches if o is not b):
+        if any(o.won and not self._cancels[o.id].is_set() for o in self.branches if o is not b):
             return  # another branch won (a moment before this one): the replay will be of its recipe
         try:
-            self.on_ready(b, ws, recipe)
+            self.on_ready(b, ws, recipe, early)
         except (Cancelled, Stopped):
             raise
         except Exception as e:  # noqa: BLE001 - what starts early only saves time; the branch goes on
             b.log.append(f"(the replay's head start did not start: {type(e).__name__}: {e})\n")
+
+    def _follow(self, b: Branch, ws: Workspace, recipe: Recipe) -> None:
+        """The winner's completeness pass installed something: the replay's head start installs it too, now."""
+        if b.won:
+            self._ready(b, ws, recipe)
 
     def pin(self, recipe: Recipe, sh: Callable[[str, float], object]) -> None:
         """Record in the recipe the exact versions its environment has (pins.py), with `sh(command, timeout)`
@@ -789,6 +813,8 @@ class Search:
                             "missing_before": before[2], "missing_after": before[2],
                             "detail": "stopped: the search's time limit passed",
                             "seconds": round(time.monotonic() - t, 1)}
+        else:  # rolled back: a head start that followed the pass is replaced by one of the recipe before it
+            self._follow(b, ws, recipe)
 
     def _complete_pass(self, b: Branch, ws: Workspace, recipe: Recipe, t: float, before: tuple, saved: tuple,
                        snap: Image) -> None:
@@ -822,6 +848,7 @@ class Search:
                 recipe.steps.append(complete.step(label, complete.install_command(recipe, p)))
             if parts:
                 done.append(label)
+                self._follow(b, ws, recipe)
         scan = self._scan(b, ws, recipe) if done else None
         learned = modules.Learned(self.yard.store.home / "cache" / "setup-modules.json")
         mapped: dict[str, str] = {}
@@ -845,6 +872,7 @@ class Search:
             recipe.steps.extend(found.before)
             recipe.steps.append(complete.step(f"{module} is imported; {kept} provides it",
                                               complete.install_command(recipe, shlex.quote(kept))))
+            self._follow(b, ws, recipe)
         if mapped:
             scan = self._scan(b, ws, recipe)
         info = {"ran": True, "installed": done, "mapped": mapped, "not_installed": failed,
