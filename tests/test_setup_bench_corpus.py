@@ -132,11 +132,27 @@ def test_cli_exit_codes(tmp_path):
 
 def test_report_category_table():
     projects = [{"name": "a", "category": "django", "envyard": {"level": 4, "pass_ratio": 1.0, "wall_time": 10},
-                 "baseline": {"l3": True, "wall_time": 4}},
+                 "baseline": {"l3": True, "l4": True, "pass_ratio": 0.95, "wall_time": 4}},
                 {"name": "b", "category": "django", "envyard": {"level": 3, "pass_ratio": 0.5, "wall_time": 30},
                  "baseline": {"l3": False, "wall_time": 6}},
                 {"name": "c", "category": "monorepo", "envyard": {"level": None, "process_time": 600},
                  "baseline": {"l3": False, "wall_time": None}}]
     rows = report.category_table(projects).splitlines()
-    assert rows[2] == "| django | 2 | 2 | 1 | 1 | 20 s | 5 s |"
-    assert rows[3] == "| monorepo | 1 | 0 | 0 | 0 | 600 s | – |"
+    assert rows[2] == "| django | 2 | 2 | 1 | 1 | 1 | 20 s | 5 s |"
+    assert rows[3] == "| monorepo | 1 | 0 | 0 | 0 | 0 | 600 s | – |"
+
+
+def test_baseline_counts_and_time_ratios():
+    import run  # beside git_corpus
+
+    assert run.pytest_counts("..F\n3 failed, 10 passed, 1 skipped, 2 errors in 2.10s\n") == {
+        "failed": 3, "passed": 10, "skipped": 1, "error": 2}
+    assert run.pytest_counts("===== 5 passed, 1 warning in 0.12s =====") == {"passed": 5}
+    assert run.pytest_counts("ERROR: file or directory not found: tests\n\nno tests ran in 0.01s") == {}
+    assert run.pytest_counts("test_x.py::test_a 3 passed in text\n") == {}  # not a summary line
+    rows = [{"envyard": {"level": 4, "pass_ratio": 1.0, "wall_time": w, "disk": 1},
+             "baseline": {"l3": True, "l4": l4, "pass_ratio": r, "wall_time": b, "wall_time_collect": c}}
+            for w, l4, r, b, c in [(30, True, 0.95, 10, 6), (10, True, 0.5, 10, 5), (40, False, None, 10, 10)]]
+    s = run.summarize(rows)
+    assert s["baseline"]["l4_pass_ge_0.9"] == 1 / 3  # the second ran, below 0.9; the third did not run
+    assert s["median_time_ratio"] == 3.0 and s["median_time_ratio_collect"] == 4.0

@@ -34,8 +34,8 @@ def cell(project: dict) -> tuple[str, str]:
 
 
 def category_table(projects: list[dict]) -> str:
-    """One row per category: counts reaching L3+ and L4 (pass ratio >= 0.9) for envyard, L3 for the baseline,
-    and both sides' median wall time."""
+    """One row per category: counts reaching L3+ and L4 (pass ratio >= 0.9) for envyard and for the baseline
+    (its L4 only in runs that ran its tests: from 2026-12-04), and both sides' median wall time."""
     def median(xs: list) -> str:
         xs = sorted(x for x in xs if x is not None)
         if not xs:
@@ -43,17 +43,19 @@ def category_table(projects: list[dict]) -> str:
         mid = len(xs) // 2
         return f"{(xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2):.0f} s"
 
-    lines = ["| category | projects | envyard L3+ | envyard L4 ≥ 0.9 | baseline L3 | envyard median time | "
-             "baseline median time |", "|---|---|---|---|---|---|---|"]
+    lines = ["| category | projects | envyard L3+ | envyard L4 ≥ 0.9 | baseline L3 | baseline L4 ≥ 0.9 | "
+             "envyard median time | baseline median time |", "|---|---|---|---|---|---|---|---|"]
     for cat in sorted({p.get("category", "") for p in projects}):
         ps = [p for p in projects if p.get("category", "") == cat]
         es = [p["envyard"] for p in ps]
         l3 = sum(1 for e in es if (e.get("level") or -1) >= 3)
         l4 = sum(1 for e in es if (e.get("level") or -1) >= 4 and (e.get("pass_ratio") or 0) >= 0.9)
         bl = sum(1 for p in ps if (p.get("baseline") or {}).get("l3"))
+        bl4 = sum(1 for p in ps if (p.get("baseline") or {}).get("l4")
+                  and ((p.get("baseline") or {}).get("pass_ratio") or 0) >= 0.9)
         et = median([e.get("wall_time") if e.get("wall_time") is not None else e.get("process_time") for e in es])
         bt = median([(p.get("baseline") or {}).get("wall_time") for p in ps])
-        lines.append(f"| {cat} | {len(ps)} | {l3} | {l4} | {bl} | {et} | {bt} |")
+        lines.append(f"| {cat} | {len(ps)} | {l3} | {l4} | {bl} | {bl4} | {et} | {bt} |")
     return "\n".join(lines)
 
 

@@ -4,11 +4,14 @@
 For each project in corpus.toml (one after the other, so the two never compete for the 2 cores):
   1. envyard: `envyard setup pypi:NAME==VERSION --json --out <tmp>` (per-project timeout) → level reached,
      pass ratio, wall time, reason, and the image's disk use (`envyard images --json` → size).
-  2. naive baseline (EnvBench's deterministic one), in a fresh envyard sandbox over `host` with network:
-     the same unpacked sdist copied in, then
+  2. naive baseline (the issue's `pip install -e . && pytest`), in a fresh envyard sandbox over `host` with
+     network: the same source copied in, then, each step timed on its own,
          python3 -m venv /opt/v && /opt/v/bin/pip install -e . && /opt/v/bin/pip install pytest
-         && /opt/v/bin/python -m pytest --collect-only -q
-     success (= L3) when pytest collects more than zero tests.
+         /opt/v/bin/python -m pytest --collect-only -q      # L3 when it exits 0 with more than zero tests
+         /opt/v/bin/python -m pytest -q                     # L4 when the tests ran; pass ratio from its summary
+     Its `wall_time` is the sandbox + install + the test run (what `pip install -e . && pytest` costs);
+     `wall_time_collect` the sandbox + install + the collection (EnvBench's cheaper check, the figure
+     recorded before 2026-12-04).
 
 With `--corpus git_corpus.toml` (entries are `[[repo]]` tables) the source is instead a local git repository
 at a pinned commit, made by git_corpus.py from a Debian orig tarball: envyard gets `envyard setup REPO --rev
@@ -47,8 +50,10 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_CORPUS = HERE / "corpus.toml"
 DEFAULT_JSON = HERE.parent / "results" / "setup.json"
 DEFAULT_HOME = "/var/tmp/envyard-setup-bench"
-BASELINE = ("python3 -m venv /opt/v && /opt/v/bin/pip install -e . && /opt/v/bin/pip install pytest "
-            "&& /opt/v/bin/python -m pytest --collect-only -q")
+BASELINE_INSTALL = "python3 -m venv /opt/v && /opt/v/bin/pip install -e . && /opt/v/bin/pip install pytest"
+BASELINE_COLLECT = "/opt/v/bin/python -m pytest --collect-only -q"
+BASELINE_RUN = "/opt/v/bin/python -m pytest -q"
+BASELINE = f"{BASELINE_INSTALL} && {BASELINE_COLLECT}; {BASELINE_RUN}"  # as recorded in the JSON
 BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
             "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
@@ -155,7 +160,8 @@ def image_size(image: str, home: str) -> int | None:
 def run_baseline(yard, p: dict, timeout: float) -> dict:
     from envyard.setup.sources_fetch import fetch, fetch_pypi
 
-    res: dict = {"l3": False, "collected": 0, "wall_time": None, "reason": ""}
+    res: dict = {"l3": False, "l4": False, "collected": 0, "pass_ratio": None, "wall_time": None,
+                 "wall_time_collect": None, "reason": ""}
     try:
         if p.get("repo_path"):  # the same commit envyard gets, cloned the same way
             fetched = fetch(p["repo_path"], rev=p["commit"])
@@ -169,24 +175,51 @@ def run_baseline(yard, p: dict, timeout: float) -> dict:
         with yard.sandbox("host", network="host", workdir="/") as sb:
             workdir = f"/work/{fetched.root.name}"
             sb.upload(fetched.root, workdir)
-            r = sb.exec(BASELINE, cwd=workdir, env=BASE_ENV, timeout=timeout, max_output=200_000)
-        res["wall_time"] = time.monotonic() - t
-        res["exit_code"] = r.exit_code
-        m = re.search(r"(\d+) tests? collected", r.stdout) or re.search(r"^(\d+) tests?\b", r.stdout, re.M)
-        count = int(m.group(1)) if m else sum(1 for line in r.stdout.splitlines() if "::" in line)
+
+            def step(cmd: str):
+                return sb.exec(cmd, cwd=workdir, env=BASE_ENV, timeout=max(1.0, timeout - (time.monotonic() - t)),
+                               max_output=200_000)
+
+            inst = step(BASELINE_INSTALL)
+            ready = time.monotonic() - t  # the sandbox and the install, shared by both figures
+            c = step(BASELINE_COLLECT) if inst.exit_code == 0 else inst
+            res["wall_time_collect"] = ready + c.duration
+            r = step(BASELINE_RUN) if inst.exit_code == 0 else inst
+            res["wall_time"] = ready + r.duration
+        res["exit_code"] = c.exit_code
+        m = re.search(r"(\d+) tests? collected", c.stdout) or re.search(r"^(\d+) tests?\b", c.stdout, re.M)
+        count = int(m.group(1)) if m else sum(1 for line in c.stdout.splitlines() if "::" in line)
         res["collected"] = count
-        res["l3"] = r.exit_code == 0 and count > 0
-        if r.timed_out:
+        res["l3"] = c.exit_code == 0 and count > 0
+        counts = pytest_counts(r.stdout) if inst.exit_code == 0 else {}
+        res["counts"] = counts
+        counted = sum(counts.get(k, 0) for k in ("passed", "failed", "error"))
+        res["pass_ratio"] = counts.get("passed", 0) / counted if counted else None
+        res["l4"] = res["l3"] and res["pass_ratio"] is not None  # the tests ran, whatever their exit code
+        if c.timed_out or r.timed_out:
             res["reason"] = f"timed out after {timeout:.0f}s"
         elif not res["l3"]:
-            lines = [ln for ln in (r.stdout + r.stderr).strip().splitlines() if ln.strip()]
+            lines = [ln for ln in (c.stdout + c.stderr).strip().splitlines() if ln.strip()]
             errs = [ln for ln in lines if re.search(r"error|Error|ERROR", ln)]
-            res["reason"] = f"exit {r.exit_code}, {count} collected: " + (errs[-1] if errs else (lines or [""])[-1])[:300]
+            res["reason"] = f"exit {c.exit_code}, {count} collected: " + (errs[-1] if errs else (lines or [""])[-1])[:300]
     except Exception as e:  # noqa: BLE001
         res["reason"] = f"sandbox error: {e}"
     finally:
         fetched.cleanup()
     return res
+
+
+def pytest_counts(stdout: str) -> dict[str, int]:
+    """The counts of pytest's last summary line (`3 failed, 10 passed, 1 error in 2.1s`); {} without one."""
+    for line in reversed(stdout.strip().splitlines()):
+        found = re.findall(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b", line)
+        if found and re.search(r"\bin [\d.]+s\b", line):
+            out: dict[str, int] = {}
+            for n, kind in found:
+                kind = "error" if kind.startswith("error") else kind
+                out[kind] = out.get(kind, 0) + int(n)
+            return out
+    return {}
 
 
 # ---- report ----------------------------------------------------------------------------------------------------
@@ -228,6 +261,10 @@ def summarize(rows: list[dict]) -> dict:
     bl = [r["baseline"] for r in rows]
     ey_times = [e["wall_time"] if e["wall_time"] is not None else e.get("process_time") for e in ey]
     bl_times = [b["wall_time"] for b in bl]
+    # per project: envyard's time over the baseline's (the median of ratios does not mix projects' sizes)
+    ratios = [e / b for e, b in zip(ey_times, bl_times) if e is not None and b]
+    ratios_collect = [e / b["wall_time_collect"] for e, b in zip(ey_times, bl)
+                      if e is not None and b.get("wall_time_collect")]
     med = lambda xs: statistics.median([x for x in xs if x is not None]) if any(x is not None for x in xs) else None  # noqa: E731
     return {
         "projects": n,
@@ -243,9 +280,12 @@ def summarize(rows: list[dict]) -> dict:
             "l3_plus": sum(1 for b in bl if b["l3"]) / n if n else None,
             # pytest found tests but exited non-zero (collection errors in some modules): not L3 here, as for envyard
             "collected_any": sum(1 for b in bl if b.get("collected", 0) > 0) / n if n else None,
-            "l4_pass_ge_0.9": 0.0 if n else None,  # the naive baseline never runs the tests
+            "l4_pass_ge_0.9": sum(1 for b in bl if b.get("l4") and (b.get("pass_ratio") or 0) >= 0.9) / n if n else None,
             "median_wall_time_s": med(bl_times),
+            "median_wall_time_collect_s": med([b.get("wall_time_collect") for b in bl]),
         },
+        "median_time_ratio": med(ratios),  # envyard / baseline (install + tests run), per project
+        "median_time_ratio_collect": med(ratios_collect),  # envyard / baseline (install + collect only)
     }
 
 
@@ -263,7 +303,7 @@ def fmt_missing(e: dict) -> str:
 
 def print_report(rows: list[dict], summary: dict) -> None:
     t = Table("project", "version", "category", "envyard level", "pass ratio", "missing imports", "time", "disk",
-              "baseline L3", "baseline time", title="envyard setup vs. naive baseline")
+              "baseline level", "baseline pass ratio", "baseline time", title="envyard setup vs. naive baseline")
     for r in rows:
         e, b = r["envyard"], r["baseline"]
         lvl = f"L{e['level']}" if e["level"] is not None and e["level"] >= 0 else "none"
@@ -272,7 +312,8 @@ def print_report(rows: list[dict], summary: dict) -> None:
                   f"{e['pass_ratio']:.3f}" if e["pass_ratio"] is not None else "–", fmt_missing(e),
                   fmt_t(e["wall_time"] if e["wall_time"] is not None else e.get("process_time")),
                   f"{e['disk'] / 1e6:.0f} MB" if e["disk"] is not None else "–",
-                  "[green]yes[/]" if b["l3"] else "[red]no[/]", fmt_t(b["wall_time"]))
+                  "[green]L4[/]" if b.get("l4") else "[green]L3[/]" if b["l3"] else "[red]below L3[/]",
+                  f"{b['pass_ratio']:.3f}" if b.get("pass_ratio") is not None else "–", fmt_t(b["wall_time"]))
     console.print(t)
     s = summary
     pct = lambda x: f"{100 * x:.0f}%" if x is not None else "–"  # noqa: E731
@@ -280,8 +321,12 @@ def print_report(rows: list[dict], summary: dict) -> None:
     st.add_row("share at L3+", pct(s["envyard"]["l3_plus"]), pct(s["baseline"]["l3_plus"]))
     st.add_row("  (baseline: >0 collected, ignoring exit code)", "", pct(s["baseline"].get("collected_any")))
     st.add_row("share at L4 with pass ratio ≥ 0.9", pct(s["envyard"]["l4_pass_ge_0.9"]),
-               pct(s["baseline"]["l4_pass_ge_0.9"]) + " (never runs tests)")
+               pct(s["baseline"]["l4_pass_ge_0.9"]))
     st.add_row("median wall time", fmt_t(s["envyard"]["median_wall_time_s"]), fmt_t(s["baseline"]["median_wall_time_s"]))
+    st.add_row("  (baseline: install + collect only)", "", fmt_t(s["baseline"].get("median_wall_time_collect_s")))
+    ratio = lambda x: f"{x:.2f}×" if x is not None else "–"  # noqa: E731
+    st.add_row("median of per-project time ratios, envyard / baseline", ratio(s.get("median_time_ratio")),
+               f"(vs collect only: {ratio(s.get('median_time_ratio_collect'))})")
     st.add_row("share with zero missing imports (EnvBench)", pct(s["envyard"].get("zero_missing_imports")), "–")
     md = s["envyard"]["median_disk_bytes"]
     st.add_row("median image disk use", f"{md / 1e6:.0f} MB" if md is not None else "–", "–")
@@ -352,12 +397,14 @@ def main() -> int:
         e = run_envyard(p, args.home, args.timeout, ["--no-complete"] if args.no_complete else [])
         console.print(f"    envyard L{e['level']} ratio={e['pass_ratio']} {fmt_t(e['wall_time'])} {escape(e['reason'])}")
         if args.skip_baseline:
-            b = {"l3": False, "collected": 0, "wall_time": None, "reason": "skipped"}
+            b = {"l3": False, "l4": False, "collected": 0, "pass_ratio": None, "wall_time": None,
+                 "wall_time_collect": None, "reason": "skipped"}
         else:
             console.print(f"[{i}/{len(corpus)}] {name}=={version}: naive baseline …")
             b = run_baseline(yard, p, args.timeout)
             console.print(f"    baseline L3={'yes' if b['l3'] else 'no'} ({b['collected']} tests) "
-                          f"{fmt_t(b['wall_time'])} {escape(b['reason'])}")
+                          f"ratio={b.get('pass_ratio')} {fmt_t(b['wall_time'])} "
+                          f"(collect only {fmt_t(b.get('wall_time_collect'))}) {escape(b['reason'])}")
         rows.append({"name": name, "version": version, "category": p.get("category", ""), "note": p.get("note", ""),
                      **({"commit": p["commit"], "source": f"{p['source']} {p['version']} ({p['suite']})"}
                         if p.get("repo_path") else {}),
