@@ -68,6 +68,8 @@ def test_setup_reaches_l4_with_a_baseline_and_a_usable_image(home, tmp_path):
     # at L4 the replay's run of the tests counts them: no separate collection before it
     replay_log = (out / "log.txt").read_text().split("===== clean replay =====")[1]
     assert "--collect-only" not in replay_log and replay_log.count("--junitxml=") == 1
+    # that run began in a copy of the replay's head start while the search finished, and was taken as it was
+    assert data["replay"]["head_start"]["tests_early"]["used"] is True, data["replay"]["head_start"]
     assert data["recipe"]["interpreter"]["provider"] == "host" and data["recipe"]["cutoff"] is None
     dockerfile = (out / "Dockerfile").read_text()
     assert dockerfile.startswith("# written by") and "FROM debian:bookworm" in dockerfile and "uv venv --seed" in dockerfile

@@ -134,6 +134,8 @@ def test_setup_installs_what_the_code_imports_and_pins_it(home, tmp_path):
     # the replay went on from all of the recipe's steps, and still installed exactly the pins (pins_match above).
     head = data["replay"]["head_start"]
     assert head["used"] is True and head["steps"] == len(data["recipe"]["steps"]), head
+    # and its run of the tests began after the pass's last install, in a copy of the head start
+    assert head["tests_early"]["used"] is True, head
     replay_log = (out / "log.txt").read_text().split("===== clean replay =====")[1]
     assert replay_log.count("pyhumps") >= 1 and "uv venv" in replay_log  # from a fresh base, the pass included
     assert c["tested"] == "L4, pass ratio 1.000, by the clean replay", c

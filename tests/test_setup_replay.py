@@ -218,3 +218,110 @@ def test_of_two_branches_at_a_good_l4_the_first_wins(search):
     assert search._claim_win(second) is False and second.won is False
     search._cancels[1].set()  # the first cancelled (a time limit, Ctrl-C): the second may win now
     assert search._claim_win(second) is True
+
+
+def with_suite(search: Search, *commands: str, suite: str):
+    """A recipe whose tests are the shell command `suite` (the project's own runner: a script)."""
+    recipe = recipe_of(search, *commands)
+    recipe.test_runner, recipe.test_command, recipe.test_collect = "script", suite, None
+    return recipe
+
+
+def pgrep(pattern: str) -> bool:
+    return subprocess.run(["pgrep", "-fx", pattern], capture_output=True).returncode == 0
+
+
+def test_the_replays_run_of_the_tests_begins_in_a_copy_of_the_head_start(search):
+    """Once its steps are done (and a branch's tests collect), the head start copies its sandbox and runs the rest
+    of setup.sh and the tests there: the replay takes that run when the final recipe is the same; the head
+    start's own sandbox stays as the steps left it."""
+    from envyard.setup.replay import HeadStarts
+
+    heads = HeadStarts(search.yard, search)
+    recipe = with_suite(search, "touch /opt/head-a", suite="test -e /opt/head-a && touch /opt/tests-ran && echo ran")
+    try:
+        heads.offer(recipe)  # not early: the tests collect
+        head = heads.current
+        sb = head.take(recipe)
+        assert sb is not None, head.report()
+        trial = head.tried(copy.deepcopy(recipe))
+        assert trial is not None, head.report()
+        assert trial.setup.exit_code == 0 and trial.ran.exit_code == 0 and "ran" in trial.ran.stdout
+        assert trial.freeze is None  # no pins, no freeze (as in the replay)
+        assert trial.sb.exec("test -e /opt/tests-ran").exit_code == 0
+        assert sb.exec("test -e /opt/tests-ran").exit_code != 0  # the copy ran them, not the head start
+        report = head.report()["tests_early"]
+        assert report["used"] is True and report["seconds"] >= 0, report
+        assert any("touch /opt/tests-ran" in entry for entry in trial.log)
+    finally:
+        heads.close()
+    search.yard.wait_closed()
+    assert search.yard.sandboxes() == []
+    assert not [i for i in search.yard.images() if i.name.startswith("snapshot/")]  # the copy's image went too
+
+
+@pytest.mark.parametrize("change, why", [
+    (lambda r: setattr(r, "test_command", "echo other"), "the recipe changed after it started"),
+    (lambda r: setattr(r, "pins", ["iniconfig==2.0.0"]), "the recipe changed after it started"),
+], ids=["runner", "pins"])
+def test_a_run_of_the_tests_for_another_recipe_is_not_used(search, change, why):
+    """The replay must run what setup.sh and test.sh say: a trial of another test command or other pins is
+    thrown away (the replay then runs the tests itself, in the head start's sandbox)."""
+    recipe = with_suite(search, "touch /opt/head-a", suite="echo ran")
+    head = HeadStart(search.yard, search, recipe, tests=True)
+    final = copy.deepcopy(recipe)
+    change(final)
+    try:
+        assert head.take(final) is not None, head.report()  # (more pins, the same steps: it goes on from them)
+        assert head.tried(final) is None
+        assert head.report()["tests_early"] == {"used": False, "why_not": why}
+    finally:
+        head.close()
+    search.yard.wait_closed()
+    assert search.yard.sandboxes() == []
+
+
+def test_no_early_run_of_tests_that_need_a_service(search):
+    """Setup sandboxes share the host's network: a second server on the same port would fail one of the runs."""
+    recipe = with_suite(search, "true", suite="echo ran")
+    recipe.services = [{"kind": "redis", "port": 6379}]
+    head = HeadStart(search.yard, search, recipe, tests=True)
+    try:
+        assert head.take(recipe) is not None
+        assert head.tried(recipe) is None and head.report()["tests_early"]["why_not"] == "none ran"
+    finally:
+        head.close()
+
+
+def test_steps_added_kill_the_run_of_the_tests_and_a_new_one_follows_them(search):
+    """The completeness pass installs something while the trial runs the tests without it: that run is killed
+    at once (its results would not be setup.sh's), and the tests run again after the added steps."""
+    from envyard.setup.replay import HeadStarts
+
+    heads = HeadStarts(search.yard, search)
+    recipe = with_suite(search, "touch /opt/head-a",
+                    suite="if test -e /opt/head-b; then echo with-b; else exec sleep 919; fi")
+    try:
+        heads.offer(recipe)
+        head = heads.current
+        deadline = time.monotonic() + 120
+        while not pgrep("sleep 919"):
+            assert time.monotonic() < deadline, f"the trial never started: {head.report()}"
+            time.sleep(0.2)
+        later = copy.deepcopy(recipe)
+        later.steps.append(Step("complete", "touch /opt/head-b", "a unit of the pass"))
+        heads.offer(later)
+        assert heads.current is head
+        deadline = time.monotonic() + 30
+        while pgrep("sleep 919"):
+            assert time.monotonic() < deadline, "the trial without the added step still runs"
+            time.sleep(0.2)
+        assert head.take(later) is not None, head.report()
+        assert head.tried(recipe) is None  # the recipe before the pass: not what the last trial ran
+        trial = head.tried(later)
+        assert trial is not None and "with-b" in trial.ran.stdout, head.report()
+    finally:
+        heads.close()
+    search.yard.wait_closed()
+    assert search.yard.sandboxes() == []
+    assert not pgrep("sleep 919")

@@ -199,7 +199,9 @@ def _print_result(out, result, contract) -> None:
         head = result.replay.get("head_start") or {}
         out.print(("[green]replay[/]: " if result.replay.get("ok") else "[red]replay failed[/]: ")
                   + escape(result.replay.get("detail", "")) + f" · {result.replay.get('seconds', 0):.0f}s"
-                  + (f" after the search (its first {head['steps']} steps ran beside it)" if head.get("used") else ""))
+                  + (f" after the search (its first {head['steps']} steps"
+                     + (", and its run of the tests," if (head.get("tests_early") or {}).get("used") else "")
+                     + " ran beside it)" if head.get("used") else ""))
     if result.reason and not result.verified:
         out.print(f"[yellow]{'not verified: ' if result.status == 'partial' else 'stopped at '}"
                   f"{escape(result.reason)}[/]")

@@ -12,6 +12,10 @@ then (the completeness pass only adds distributions: its installs are constraine
 then runs the rest of setup.sh there (the final pins, any steps added since, the exact install of the pins).
 Otherwise the head start is thrown away and the replay starts over. Either way the steps ran in order on a fresh
 base, each resolving to the versions that passed: what setup.sh does.
+
+Its run of the tests (Trial) begins early as well, once a branch's tests collect: in an O(1) copy of the head
+start's sandbox, the rest of setup.sh and the tests run beside the branch's own run; the replay takes that run
+when the final recipe runs exactly the same commands, and redoes it otherwise.
 """
 
 from __future__ import annotations
@@ -62,12 +66,20 @@ def replay(yard: Yard, search: Search, best: Branch, head: "HeadStart | None" = 
         search.on_update(search.branches)
     t = time.monotonic()
     log: list[str] = []
+    runner = runners.of_recipe(recipe)
+    tests = best.level >= 4 or not runner.collect  # the run counts the tests: no separate collection
     with contextlib.ExitStack() as stack:
         sb = head.take(recipe) if head is not None else None
+        tried = None
         if sb is not None:
             stack.callback(head.close)
             log += head.log
             todo = head.rest(recipe)
+            tried = head.tried(recipe) if tests else None
+            if tried is None:
+                head.stop_trial()  # not what the replay runs: it must not share the cores with it
+            sb = tried.sb if tried is not None else sb
+            log += tried.log if tried is not None else []
         else:
             sb = stack.enter_context(setup_sandbox(yard, setup_base(yard, recipe.interpreter), search.cache))
             sb.upload(*search.upload)
@@ -79,20 +91,19 @@ def replay(yard: Yard, search: Search, best: Branch, head: "HeadStart | None" = 
                 return services.run_with(run, cmd, timeout)
             return run(cmd, timeout)
 
-        r = sh(todo, search.step_timeout)
+        r, f, ran = (tried.setup, tried.freeze, tried.ran) if tried is not None else reproduce(
+            sh, todo, recipe, runner, search, tests=tests)
         out = {"log": log, **({"head_start": head.report()} if head is not None else {})}
         if r.exit_code != 0:
             return {**out, "ok": False, "detail": f"setup.sh exited {r.exit_code} on a fresh base",
                     "seconds": time.monotonic() - t}
-        if recipe.pins:  # the replay installed exactly the versions that passed
-            f = sh(pins.FREEZE, 300)
+        if f is not None:  # the replay installed exactly the versions that passed
             differ = (pins.differences(recipe.pins, pins.parse_freeze(f.stdout, search.ev.values("project_name")))
                       if f.exit_code == 0 else ["(no freeze)"])
             out.update(pins_match=not differ, pins_differ=differ[:50], pins=len(recipe.pins))
-        runner = runners.of_recipe(recipe)
-        statuses = count = ran = None
-        if best.level >= 4 or not runner.collect:  # the run counts the tests: no separate collection
-            c = ran = sh(runner.run(JUNIT), search.test_timeout, tests=True)
+        statuses = count = None
+        c = ran
+        if ran is not None:
             statuses = test_results(runner, ran, sb)
             count = len(statuses)
         if runner.collect and count != best.collected:  # at L3, or a run that reported another number
@@ -115,6 +126,16 @@ def replay(yard: Yard, search: Search, best: Branch, head: "HeadStart | None" = 
                           detail=(f"a clean replay runs the tests again: {same} of {len(best.tests)} per-test "
                                   "statuses match" if statuses else "after a clean replay the tests give no results"))
         return {**result, "seconds": time.monotonic() - t}
+
+
+def reproduce(sh: Callable, todo: str, recipe: Recipe, runner: runners.Runner, search: Search, *, tests: bool):
+    """What the replay runs in its sandbox (`sh(command, timeout, tests=)`): the rest of setup.sh, the freeze
+    when there are pins, and with `tests` the tests. (setup.sh's result, the freeze's or None, the run's or None)."""
+    r = sh(todo, search.step_timeout)
+    if r.exit_code != 0:
+        return r, None, None
+    f = sh(pins.FREEZE, 300) if recipe.pins else None
+    return r, f, sh(runner.run(JUNIT), search.test_timeout, tests=True) if tests else None
 
 
 def _judge_pass(search: Search, best: Branch, statuses: dict[str, str], connection: dict) -> dict:
@@ -167,10 +188,50 @@ def logged(yard: Yard, sb: Sandbox, cwd: str, env: dict[str, str], log: list[str
     return run
 
 
-class HeadStart:
-    """The replay's install steps, started in a thread while the search finishes (see the module's docstring)."""
+class Trial:
+    """The replay's run of the tests, begun early: in a copy (an O(1) snapshot) of the head start's sandbox, the
+    rest of setup.sh and the tests, while the search finishes. The replay takes its results only when its
+    recipe is the final one in every respect that changes what runs (HeadStart.tried); it is killed as soon as
+    the head start runs more steps. Never with services: the setup sandboxes share the host's network, so two
+    servers would want one port."""
 
-    def __init__(self, yard: Yard, search: Search, recipe: Recipe):
+    def __init__(self, head: "HeadStart", recipe: Recipe, snap, sb: Sandbox):
+        self.head, self.recipe, self.snap, self.sb = head, recipe, snap, sb
+        self.log: list[str] = []
+        self.setup = self.freeze = self.ran = None
+        self.error = ""
+        self.seconds = 0.0
+        self._thread = threading.Thread(target=self._run, name="envyard-replay-trial", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        t = time.monotonic()
+        search, recipe = self.head.search, self.recipe
+        run = logged(self.head.yard, self.sb, search.workdir, recipe.env, self.log)
+        try:
+            self.setup, self.freeze, self.ran = reproduce(lambda c, timeout, tests=False: run(c, timeout),
+                                                          self.head.rest(recipe), recipe, runners.of_recipe(recipe),
+                                                          search, tests=True)
+        except Exception as e:  # noqa: BLE001 - killed (the head start moved on), or a full disk: the replay redoes it
+            self.error = f"{type(e).__name__}: {e}"
+        finally:
+            self.seconds = time.monotonic() - t
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def close(self) -> None:
+        self.sb.close()
+        self.head.search.track(self.sb, False)
+        self._thread.join(timeout=60)
+        drop_image(self.head.yard, self.snap)
+
+
+class HeadStart:
+    """The replay's install steps, started in a thread while the search finishes (see the module's docstring).
+    With `tests`, once its steps are done it also begins the replay's run of the tests (Trial)."""
+
+    def __init__(self, yard: Yard, search: Search, recipe: Recipe, *, tests: bool = False):
         self.yard, self.search, self.recipe = yard, search, recipe
         self.log: list[str] = []
         self.sb: Sandbox | None = None
@@ -178,13 +239,18 @@ class HeadStart:
         self.error = ""
         self.why = ""  # why it was not used
         self.seconds = 0.0
+        self.trial: Trial | None = None
+        self.trial_report: dict = {}
         self._closed = False
+        self._testing = False  # a trial was asked for: one follows every extend
+        self._wanted = 0  # bumped whenever the steps or the recipe to try change: an older trial must not start
         self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
         # the exact install waits for the final pins; the script is made now: extend() replaces self.recipe
         first = script(recipe, recipe.steps, exact=False)
-        self._thread = threading.Thread(target=self._run, args=(first,), name="envyard-replay-head-start",
-                                        daemon=True)
-        self._thread.start()
+        self._then(lambda: self._run(first))
+        if tests:
+            self.try_tests(recipe)
 
     @staticmethod
     def pinned(search: Search, ws: Workspace, recipe: Recipe) -> Recipe:
@@ -193,6 +259,18 @@ class HeadStart:
         spec = copy.deepcopy(recipe)
         search.pin(spec, lambda command, timeout: ws.sh(command, "/", timeout))
         return spec
+
+    def _then(self, work: Callable[[], None]) -> None:
+        """Run `work` in a thread after what was asked before it (steps run in order)."""
+        before = self._thread
+
+        def body() -> None:
+            if before is not None:
+                before.join()
+            work()
+
+        self._thread = threading.Thread(target=body, name="envyard-replay-head-start", daemon=True)
+        self._thread.start()
 
     def _run(self, first: str) -> None:
         t = time.monotonic()
@@ -221,12 +299,12 @@ class HeadStart:
     def extend(self, later: Recipe) -> None:
         """The branch added steps (the completeness pass installs one unit after another): they run here too,
         after the steps before them, pinned to the branch's versions now. Only for a recipe that goes on from
-        this one's (see mismatch)."""
+        this one's (see mismatch). A trial of the tests without them is killed; one with them follows."""
         todo = script(later, later.steps[len(self.recipe.steps):], exact=False)
-        before, self.recipe = self._thread, later
+        self.stop_trial()
+        self.recipe = later
 
         def more() -> None:
-            before.join()
             if self.error or self.exit_code != 0:
                 return  # the steps before failed: these would not be setup.sh's
             t = time.monotonic()
@@ -237,8 +315,56 @@ class HeadStart:
             finally:
                 self.seconds += time.monotonic() - t
 
-        self._thread = threading.Thread(target=more, name="envyard-replay-head-start", daemon=True)
-        self._thread.start()
+        self._then(more)
+        if self._testing:
+            self.try_tests(later)
+
+    def try_tests(self, spec: Recipe) -> None:
+        """Begin the replay's run of the tests for `spec` (this head start's steps, its pins, its runner) once the
+        steps are done, in place of a trial of another recipe; nothing when one of the same recipe runs."""
+        self._testing = True
+        if self.trial is not None and same_run(self.trial.recipe, spec):
+            return
+        self.stop_trial()
+        wanted = self._wanted
+
+        def start() -> None:
+            if self.error or self.exit_code != 0 or spec.services:
+                return
+            with self._lock:
+                if self._closed or wanted != self._wanted or self.sb is None:
+                    return
+                head_sb = self.sb
+            snap = sb = None
+            try:
+                snap = head_sb.snapshot(temporary=True)
+                sb = setup_sandbox(self.yard, snap, self.search.cache)
+                self.search.track(sb)
+            except Exception as e:  # noqa: BLE001 - it only saves time
+                self.trial_report = {"used": False, "why_not": f"it did not start: {type(e).__name__}: {e}"}
+                if sb is not None:
+                    sb.close()
+                    self.search.track(sb, False)
+                if snap is not None:
+                    drop_image(self.yard, snap)
+                return
+            trial = Trial(self, spec, snap, sb)
+            with self._lock:
+                if not (self._closed or wanted != self._wanted):
+                    self.trial, trial = trial, None
+            if trial is not None:  # closed, or moved on, meanwhile
+                trial.close()
+
+        self._then(start)
+
+    def stop_trial(self) -> bool:
+        """Kill the trial (if any) and keep any asked for from starting; whether there was one."""
+        with self._lock:
+            self._wanted += 1
+            trial, self.trial = self.trial, None
+        if trial is not None:
+            trial.close()
+        return trial is not None
 
     def take(self, final: Recipe) -> Sandbox | None:
         """Wait for the steps; their sandbox when the final recipe goes on from them, else None (it is closed)."""
@@ -249,8 +375,20 @@ class HeadStart:
             return None
         return self.sb
 
+    def tried(self, final: Recipe) -> Trial | None:
+        """After take(): the trial, once it has run, when it ran what the replay of `final` would (else None)."""
+        trial = self.trial
+        if trial is None:
+            why = "none ran"
+        elif not same_run(trial.recipe, final):
+            why = "the recipe changed after it started"
+        else:
+            trial.wait()
+            why = f"it failed: {trial.error}" if trial.error else ""
+        self.trial_report = {"used": not why, **({"why_not": why} if why else {"seconds": round(trial.seconds, 1)})}
+        return None if why else trial
+
     def _unusable(self, final: Recipe) -> str:
-        spec = self.recipe
         if self.error or self.sb is None:
             return f"it failed: {self.error or 'no sandbox'}"
         if self.exit_code != 0:
@@ -259,20 +397,11 @@ class HeadStart:
 
     def mismatch(self, later: Recipe) -> str:
         """Why a later (pinned) recipe of the branch does not go on from this head start's steps ("" if it does)."""
-        if not self.same_steps(later, prefix=True):
+        if not same_steps(self.recipe, later, prefix=True):
             return "the recipe changed after it started"
         if later.pins_consistent != self.recipe.pins_consistent or not set(self.recipe.pins) <= set(later.pins):
             return "the pinned versions changed after it started"
         return ""
-
-    def same_steps(self, recipe: Recipe, *, prefix: bool = False) -> bool:
-        """Whether `recipe` has this head start's interpreter, environment and steps (or, with `prefix`,
-        begins with its steps)."""
-        spec = self.recipe
-        steps = recipe.steps[:len(spec.steps)] if prefix else recipe.steps
-        return ((recipe.interpreter.path, recipe.interpreter.provider) == (spec.interpreter.path,
-                                                                            spec.interpreter.provider)
-                and recipe.env == spec.env and [s.command for s in steps] == [s.command for s in spec.steps])
 
     def rest(self, final: Recipe) -> str:
         """What setup.sh does after the head start's steps: the final pins and environment, the steps added
@@ -281,16 +410,35 @@ class HeadStart:
 
     def report(self) -> dict:
         return {"used": not self.why, "steps": len(self.recipe.steps), "seconds": round(self.seconds, 1),
-                **({"why_not": self.why} if self.why else {})}
+                **({"why_not": self.why} if self.why else {}),
+                **({"tests_early": self.trial_report} if self.trial_report else {})}
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             sb, self.sb = self.sb, None
+        self.stop_trial()
         if sb is not None:
             sb.close()
             self.search.track(sb, False)
-        self._thread.join(timeout=60)
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+
+
+def same_steps(spec: Recipe, recipe: Recipe, *, prefix: bool = False) -> bool:
+    """Whether `recipe` has `spec`'s interpreter, environment and steps (or, with `prefix`, begins with its
+    steps)."""
+    steps = recipe.steps[:len(spec.steps)] if prefix else recipe.steps
+    return ((recipe.interpreter.path, recipe.interpreter.provider) == (spec.interpreter.path,
+                                                                        spec.interpreter.provider)
+            and recipe.env == spec.env and [s.command for s in steps] == [s.command for s in spec.steps])
+
+
+def same_run(a: Recipe, b: Recipe) -> bool:
+    """Whether the replays of `a` and `b` run the same commands: steps, environment, pins, test runner."""
+    return (same_steps(a, b) and sorted(a.pins) == sorted(b.pins) and a.pins_consistent == b.pins_consistent
+            and (a.test_runner, a.test_command, a.test_collect) == (b.test_runner, b.test_command, b.test_collect)
+            and a.services == b.services)
 
 
 class HeadStarts:
@@ -316,9 +464,11 @@ class HeadStarts:
             if head is not None and (early or not head.mismatch(spec)):
                 if not early and len(spec.steps) > len(head.recipe.steps):
                     head.extend(spec)
+                elif not early:  # its tests collect, or it has won: the replay's run of them may begin
+                    head.try_tests(spec)
                 return
             self.close()
-            self.started.append(HeadStart(self.yard, self.search, spec))
+            self.started.append(HeadStart(self.yard, self.search, spec, tests=not early))
 
     def close(self) -> None:
         for head in self.started:
