@@ -183,9 +183,9 @@ def run_baseline(yard, p: dict, timeout: float) -> dict:
             inst = step(BASELINE_INSTALL)
             ready = time.monotonic() - t  # the sandbox and the install, shared by both figures
             c = step(BASELINE_COLLECT) if inst.exit_code == 0 else inst
-            res["wall_time_collect"] = ready + c.duration
+            res["wall_time_collect"] = ready + (c.duration if c is not inst else 0)
             r = step(BASELINE_RUN) if inst.exit_code == 0 else inst
-            res["wall_time"] = ready + r.duration
+            res["wall_time"] = ready + (r.duration if r is not inst else 0)
         res["exit_code"] = c.exit_code
         m = re.search(r"(\d+) tests? collected", c.stdout) or re.search(r"^(\d+) tests?\b", c.stdout, re.M)
         count = int(m.group(1)) if m else sum(1 for line in c.stdout.splitlines() if "::" in line)
