@@ -119,6 +119,10 @@ def test_setup_installs_what_the_code_imports_and_pins_it(home, tmp_path):
     contract = tomllib.loads((out / "envyard.toml").read_text())
     assert contract["result"]["missing_imports"] == 0 and contract["completeness"]["kept"] is True
     assert "pyhumps" in (out / "setup.sh").read_text()
+    # the three declared units were installed at once: one resolution, one line of setup.sh
+    assert c["installed"] == ["extras test, toml", "requirements docs/requirements.txt", "group lint"], c
+    [line] = [ln for ln in (out / "setup.sh").read_text().splitlines() if "-r docs/requirements.txt" in ln]
+    assert "-e '.[test,toml]'" in line and "'toolz>=0.12'" in line, line
     # the contract pins the versions that passed, and the clean replay installed exactly those
     locked = [line for line in (out / "requirements.lock").read_text().splitlines() if not line.startswith("#")]
     assert "pyhumps==3.8.0" in locked or any(p.startswith("pyhumps==") for p in locked)
@@ -176,12 +180,20 @@ def test_a_suite_that_outlasts_the_limit_is_not_run_again_by_the_pass(home, tmp_
     src = tmp_path / "imports_app"
     shutil.copytree(REPOS / "imports_app", src)
     (src / "tests" / "test_slow.py").write_text("import time\n\n\ndef test_slow():\n    time.sleep(3600)\n")
+    # and a group that cannot install: the pass's install of all units at once fails, and it goes unit by unit
+    pyproject = (src / "pyproject.toml").read_text()
+    (src / "pyproject.toml").write_text(pyproject.replace(
+        'lint = ["toolz>=0.12"]', 'lint = ["toolz>=0.12"]\nbroken = ["envyard-test-no-such-distribution-7f3a>=1"]'))
     t = time.monotonic()
     r = setup_cli(home, src, "--out", tmp_path / "contract", "--python", "3.11", "--timeout", "40")
     data = json.loads(r.stdout)
     c = data["completion"]
     assert c["kept"] is True and c["missing_after"] == 0 and "not run again" in c["tests"], c
     assert c["seconds"] < 40, c  # no second 40 s test run
+    assert c["not_installed"] == ["group broken"], c
+    assert c["installed"] == ["extras test, toml", "requirements docs/requirements.txt", "group lint"], c
+    passes = [s["command"] for s in data["recipe"]["steps"] if s["kind"] == "complete"]
+    assert len(passes) == 5 and not any("no-such-distribution" in p for p in passes), passes  # freeze + 3 + humps
     assert data["level"] == 3 and "passed the 40s limit" in data["reason"], data["reason"]
     # Interrupted before the limit, the run still says what ran and where it hung.
     assert "3 tests ran before it (" in data["reason"], data["reason"]

@@ -111,7 +111,7 @@ def test_only_the_branch_that_won_first_starts_the_replay(search):
     from envyard.setup.search import Branch
 
     calls = []
-    search.on_ready = lambda b, ws, recipe, early: calls.append(b.id)
+    search.on_ready = lambda b, ws, recipe, when: calls.append(b.id)
     first, second = (Branch(i, Candidate(host_interpreter()), i, state="running") for i in (0, 1))
     search.branches += [first, second]
     search._cancels.update({0: threading.Event(), 1: threading.Event()})
@@ -127,19 +127,23 @@ def test_only_the_branch_that_won_first_starts_the_replay(search):
 
 
 def test_head_starts_keep_the_first_until_the_winners_recipe_moves_on(search):
-    """A branch offers a head start when its installs are done (early) and again when it wins: an early offer
-    never replaces one already running (the other branch's, or its own), a later one only when the recipe no
-    longer goes on from it; the replaced one's sandbox is closed."""
+    """A branch offers a head start when its installs are done, when its tests collect and when it wins: the
+    first never replaces one already running (the other branch's, or its own), nor does the second while another
+    branch runs (until one wins, the first stays); a winner's replaces it only when its recipe no longer goes
+    on from it; the replaced one's sandbox is closed."""
     from envyard.setup.replay import HeadStarts
 
     heads = HeadStarts(search.yard, search)
     first = recipe_of(search, "touch /opt/first")
     first.pins, first.pins_consistent = ["iniconfig==2.0.0"], True
     try:
-        heads.offer(first, early=True)
+        heads.offer(first, "installed")
         started = heads.current
         assert started is not None and started.recipe is first
-        heads.offer(recipe_of(search, "touch /opt/other-branch"), early=True)  # another branch's installs done
+        other = recipe_of(search, "touch /opt/other-branch")
+        heads.offer(other, "installed")  # another branch's installs are done
+        assert heads.current is started
+        heads.offer(other, "collected")  # its tests collect, while the first branch still runs
         assert heads.current is started
         won = copy.deepcopy(first)
         won.pins = ["iniconfig==2.0.0", "tomli-w==1.0.0"]  # the same steps and versions, one more distribution
@@ -240,7 +244,7 @@ def test_the_replays_run_of_the_tests_begins_in_a_copy_of_the_head_start(search)
     heads = HeadStarts(search.yard, search)
     recipe = with_suite(search, "touch /opt/head-a", suite="test -e /opt/head-a && touch /opt/tests-ran && echo ran")
     try:
-        heads.offer(recipe)  # not early: the tests collect
+        heads.offer(recipe, "collected")  # its tests collect while another branch runs: none ran yet, so it starts
         head = heads.current
         sb = head.take(recipe)
         assert sb is not None, head.report()

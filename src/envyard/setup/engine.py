@@ -150,10 +150,10 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
                     time_limit=time_limit, upload=(src, repo_dir))
     heads = HeadStarts(yard, search)
 
-    def head_start(_b: Branch, ws: Workspace, recipe: Recipe, early: bool) -> None:
+    def head_start(_b: Branch, ws: Workspace, recipe: Recipe, when: str) -> None:
         """The replay's installs start on the free core (replay.py)."""
-        if not (early and heads.current):  # an early offer is refused anyway: no freeze for it
-            heads.offer(HeadStart.pinned(search, ws, recipe), early=early)
+        if not (when == "installed" and heads.current):  # that offer is refused anyway: no freeze for it
+            heads.offer(HeadStart.pinned(search, ws, recipe), when)
 
     if search.jobs >= 2:
         search.on_ready = head_start

@@ -4,8 +4,8 @@ search has chosen). An image is verified only when its recipe reproduces it.
 
 Its head start (HeadStart): a setup runs its branches on two cores, and the replay's installs need not wait for
 the search to end. They start in their own sandbox on a fresh base, with the versions the branch has at that
-moment pinned the way setup.sh pins them, once a branch's installs are done or its tests collect while no
-other branch runs; again (replacing it) when the branch that wins has other steps or versions by then; and a
+moment pinned the way setup.sh pins them, once a branch's tests collect (or its installs are done while no
+other branch runs); again (replacing it) when the branch that wins has other steps or versions by then; and a
 winner's completeness pass has each of its installs run there too as it makes them (HeadStarts). When the search ends, the replay goes on in that sandbox if
 the final recipe begins with the same steps, has the same environment, and pins that keep every version pinned
 then (the completeness pass only adds distributions: its installs are constrained to what was installed); it
@@ -442,11 +442,12 @@ def same_run(a: Recipe, b: Recipe) -> bool:
 
 
 class HeadStarts:
-    """The head starts of one setup: the latest is the one the replay may use. A branch offers one when its
-    installs are done (`early`: only if none runs yet), again when its tests run alone or it has won, and after
-    each install of its completeness pass: a head start its recipe goes on from runs the steps added since (the
-    pass's installs, as the branch makes them), one it no longer goes on from (other steps, changed versions)
-    is replaced."""
+    """The head starts of one setup: the latest is the one the replay may use. A branch offers one (`when`, see
+    Search.on_ready) when its installs are done and none runs yet ("installed": steps only), when its tests
+    collect, when it has won, and after each install of its completeness pass: a head start its recipe goes on
+    from runs the steps added since (the pass's installs, as the branch makes it) and the replay's run of the
+    tests after them; one it no longer goes on from (other steps, changed versions) is replaced, except by a
+    branch whose tests collect while another branch runs ("collected": until one wins, the first stays)."""
 
     def __init__(self, yard: Yard, search: Search):
         self.yard, self.search = yard, search
@@ -457,18 +458,23 @@ class HeadStarts:
     def current(self) -> HeadStart | None:
         return self.started[-1] if self.started else None
 
-    def offer(self, spec: Recipe, *, early: bool = False) -> None:
+    def offer(self, spec: Recipe, when: str = "ready") -> None:
         """`spec`: the branch's recipe with its versions now pinned (HeadStart.pinned)."""
         with self._lock:
             head = self.current
-            if head is not None and (early or not head.mismatch(spec)):
-                if not early and len(spec.steps) > len(head.recipe.steps):
-                    head.extend(spec)
-                elif not early:  # its tests collect, or it has won: the replay's run of them may begin
-                    head.try_tests(spec)
-                return
+            if head is not None:
+                if when == "installed":
+                    return
+                if not head.mismatch(spec):
+                    if len(spec.steps) > len(head.recipe.steps):
+                        head.extend(spec)
+                    else:  # its tests collect, or it has won: the replay's run of them may begin
+                        head.try_tests(spec)
+                    return
+                if when == "collected":
+                    return
             self.close()
-            self.started.append(HeadStart(self.yard, self.search, spec, tests=not early))
+            self.started.append(HeadStart(self.yard, self.search, spec, tests=when != "installed"))
 
     def close(self) -> None:
         for head in self.started:

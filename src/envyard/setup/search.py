@@ -298,10 +298,11 @@ class Search:
         # start services take turns (each stops its servers when it ends).
         self._services_lock = threading.Lock()
         self._won_lock = threading.Lock()
-        # Called in a branch's thread when the replay's installs can start (engine.py, replay.HeadStarts): no
-        # other branch runs (a core is free) and its installs are done (early) or its tests collect, it has won
-        # (the others are cancelled), or, having won, its completeness pass installed something more.
-        self.on_ready: Callable[[Branch, Workspace, Recipe, bool], None] | None = None
+        # Called in a branch's thread when the replay's installs can start (engine.py, replay.HeadStarts), with
+        # `when`: "installed" (its installs are done and no other branch runs: a core is free), "collected" (its
+        # tests collect while another branch runs), "ready" (its tests collect and no other branch runs, it has
+        # won and the others are cancelled, or, having won, its completeness pass installed something more).
+        self.on_ready: Callable[[Branch, Workspace, Recipe, str], None] | None = None
 
     def track(self, sb: Sandbox, alive: bool = True) -> None:
         with self._live_lock:
@@ -483,14 +484,13 @@ class Search:
         b.levels.append(self._install(b, ws, recipe))
         if b.levels[-1].ok:
             if self._alone(b):  # a core is free (beside another branch's installs they slowed both: measured)
-                self._ready(b, ws, recipe, early=True)
+                self._ready(b, ws, recipe, "installed")
             b.levels.append(self._fixing_level(b, ws, recipe, 1, "imports", "import", self._imports))
             if b.level >= 1 or b.levels[-1].ok is None:
                 b.levels.append(self._scan(b, ws, recipe))
                 b.levels.append(self._fixing_level(b, ws, recipe, 3, "tests collected", "collect", self._collect))
-                if b.levels[-1].ok:
-                    if self._alone(b):
-                        self._ready(b, ws, recipe)  # a core is free while the tests run
+                if b.levels[-1].ok:  # the replay (installs, then its run of the tests) may start beside the run
+                    self._ready(b, ws, recipe, "ready" if self._alone(b) else "collected")
                     b.levels.append(self._run_tests(b, ws, recipe))
                 # the search need not wait for the optional pass below to stop the other branches
                 if self._claim_win(b):
@@ -516,15 +516,14 @@ class Search:
                                        for o in self.branches if o is not b)
         return b.won
 
-    def _ready(self, b: Branch, ws: Workspace, recipe: Recipe, *, early: bool = False) -> None:
-        """Tell `on_ready` the replay of this branch's recipe may start: `early` once its installs are done
-        (only if no head start runs yet), otherwise when its tests collect, it has won or its pass installed."""
+    def _ready(self, b: Branch, ws: Workspace, recipe: Recipe, when: str = "ready") -> None:
+        """Tell `on_ready` the replay of this branch's recipe may start (`when`: see on_ready)."""
         if self.on_ready is None or self._cancels[b.id].is_set():
             return
         if any(o.won and not self._cancels[o.id].is_set() for o in self.branches if o is not b):
             return  # another branch won (a moment before this one): the replay will be of its recipe
         try:
-            self.on_ready(b, ws, recipe, early)
+            self.on_ready(b, ws, recipe, when)
         except (Cancelled, Stopped):
             raise
         except Exception as e:  # noqa: BLE001 - what starts early only saves time; the branch goes on
@@ -832,7 +831,17 @@ class Search:
         def budget_left() -> bool:
             return time.monotonic() - t < complete.BUDGET_SECONDS
 
-        for unit in complete.declared_units(self.ev, recipe):
+        units = complete.declared_units(self.ev, recipe)
+        if len(units) > 1:  # all at once first: one resolution instead of one per unit (most install together)
+            self._say(b, f"completeness pass: {len(units)} declared units at once")
+            args = " ".join(u.args for u in units)
+            if ws.sh(complete.install_command(recipe, args), self.workdir, self.step_timeout).exit_code == 0:
+                label = "; ".join(u.label for u in units)
+                recipe.steps.append(complete.step(label, complete.install_command(recipe, args)))
+                done += [u.label for u in units]
+                units = []
+                self._follow(b, ws, recipe)
+        for unit in units:  # one by one: what installs is kept, what cannot is named
             if not budget_left():
                 failed.append(f"{unit.label} (time budget spent)")
                 continue
