@@ -357,14 +357,13 @@ class HeadStart:
 
         self._then(start)
 
-    def stop_trial(self) -> bool:
-        """Kill the trial (if any) and keep any asked for from starting; whether there was one."""
+    def stop_trial(self) -> None:
+        """Kill the trial (if any) and keep any asked for from starting."""
         with self._lock:
             self._wanted += 1
             trial, self.trial = self.trial, None
         if trial is not None:
             trial.close()
-        return trial is not None
 
     def take(self, final: Recipe) -> Sandbox | None:
         """Wait for the steps; their sandbox when the final recipe goes on from them, else None (it is closed)."""
