@@ -108,6 +108,10 @@ def test_python_constraint_picks_a_debian_interpreter(tmp_path):
     assert "FROM debian:bullseye" in (out / "Dockerfile").read_text()
     run = envyard(CACHE_HOME, "run", "test/tinycalc39", "--", "python", "--version", timeout=120)
     assert run.stdout.startswith("Python 3.9"), run.stderr
+    # the setup base's apt run (toolchain, headers, git) kept none of the .debs it downloaded (~110 MB)
+    run = envyard(CACHE_HOME, "run", "test/tinycalc39", "--", "find", "/var/cache/apt/archives", "-name", "*.deb",
+                  timeout=120)
+    assert run.returncode == 0 and run.stdout == "", (run.stdout[:500], run.stderr[-500:])
     envyard(CACHE_HOME, "rmi", "test/tinycalc39")
 
 

@@ -551,8 +551,10 @@ def test_bullseyes_postgres_13_accepts_the_passwords_start_sh_sets(debian_yard, 
             assert r.exit_code == 0, r.stderr[-2000:]
         login = "PGPASSWORD=postgres psql -h 127.0.0.1 -U postgres -d dataset -tAc 'SHOW server_version'"
         r = sb.exec(services.wrap(login), env=setup_env(), timeout=300)
+        debs = sb.exec("find /var/cache/apt/archives -name '*.deb'", timeout=60)
     assert r.exit_code == 0, r.stdout[-1000:] + r.stderr[-2000:]
     assert r.stdout.strip().startswith("13.")
+    assert debs.exit_code == 0 and debs.stdout == "", debs.stdout[:500]  # the server's .debs were not kept
 
 
 def test_code_that_reads_only_pghost_gets_the_provided_role_too(tmp_path):

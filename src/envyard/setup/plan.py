@@ -21,7 +21,7 @@ from packaging.version import Version
 
 from . import checkout_version, locks, pins, services
 from .evidence import Evidence
-from .interpreters import TOOLS_BIN, Interpreter, NoPython, install_failure, install_with_uv, minor
+from .interpreters import APT_INSTALL, TOOLS_BIN, Interpreter, NoPython, install_failure, install_with_uv, minor
 from .runners import default_runner
 from .sources.knowledge import service_for_package
 
@@ -110,9 +110,6 @@ def cutoff_flags(cutoff: str | None) -> str:
         return ""
     return f" --exclude-newer {cutoff}" + "".join(f" --exclude-newer-package {p}=2100-01-01T00:00:00Z"
                                                    for p in CUTOFF_EXEMPT)
-
-
-APT_INSTALL = "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq"
 
 
 def apt_step(packages, why: str, *, recommends: bool = False) -> Step:
