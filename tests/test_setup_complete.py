@@ -201,6 +201,36 @@ def test_a_suite_that_outlasts_the_limit_is_not_run_again_by_the_pass(home, tmp_
     assert time.monotonic() - t < 300
 
 
+def test_tests_that_first_collect_with_the_pass_win_there_and_start_the_replay(home, tmp_path):
+    """A test module imports what only a declared-but-uninstalled requirement file provides (a vendored package
+    no PyPI name guess finds), so the tests collect only with the completeness pass's installs, and the pass
+    itself runs them (testtools). The good L4 reached there wins, and the replay's head start begins at once
+    instead of after the search."""
+    src = tmp_path / "imports_app"
+    shutil.copytree(REPOS / "imports_app", src)
+    helper = src / "vendor" / "helper"
+    (helper / "envyard_vendored_helper_4b1e").mkdir(parents=True)
+    (helper / "envyard_vendored_helper_4b1e" / "__init__.py").write_text("VALUE = 42\n")
+    (helper / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        '[project]\nname = "envyard-vendored-helper"\nversion = "1.0"\n')
+    with open(src / "docs" / "requirements.txt", "a") as f:
+        f.write("./vendor/helper\n")
+    (src / "tests" / "test_vendored.py").write_text(
+        "import envyard_vendored_helper_4b1e\n\n\ndef test_value():\n    assert envyard_vendored_helper_4b1e.VALUE == 42\n")
+    out = tmp_path / "contract"
+    r = setup_cli(home, src, "--out", out, "--python", "3.11")
+    assert r.returncode == 0, r.stderr[-3000:]
+    data = json.loads(r.stdout)
+    c = data["completion"]
+    assert any("requirements docs/requirements.txt" in unit for unit in c["installed"]), c
+    assert data["status"] == "verified" and data["pass_ratio"] == 1.0 and data["tests_total"] == 4, data["reason"]
+    assert c["kept"] is True and c["tested"].startswith("L4"), c  # the pass's own run: the tests were new to it
+    head = data["replay"]["head_start"]
+    assert head["used"] is True and head["steps"] == len(data["recipe"]["steps"]), head
+    assert head["tests_early"]["used"] is True, head  # its run of the tests began during the search
+
+
 def test_no_complete_leaves_the_imports_missing(home, tmp_path):
     r = setup_cli(home, REPOS / "imports_app", "--out", tmp_path / "contract", "--python", "3.11", "--no-complete")
     assert r.returncode == 0, r.stderr[-3000:]

@@ -242,7 +242,6 @@ class HeadStart:
         self.trial: Trial | None = None
         self.trial_report: dict = {}
         self._closed = False
-        self._testing = False  # a trial was asked for: one follows every extend
         self._wanted = 0  # bumped whenever the steps or the recipe to try change: an older trial must not start
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -299,7 +298,8 @@ class HeadStart:
     def extend(self, later: Recipe) -> None:
         """The branch added steps (the completeness pass installs one unit after another): they run here too,
         after the steps before them, pinned to the branch's versions now. Only for a recipe that goes on from
-        this one's (see mismatch). A trial of the tests without them is killed; one with them follows."""
+        this one's (see mismatch). A trial of the tests without them is killed (HeadStarts.offer then asks for one
+        with them)."""
         todo = script(later, later.steps[len(self.recipe.steps):], exact=False)
         self.stop_trial()
         self.recipe = later
@@ -316,13 +316,10 @@ class HeadStart:
                 self.seconds += time.monotonic() - t
 
         self._then(more)
-        if self._testing:
-            self.try_tests(later)
 
     def try_tests(self, spec: Recipe) -> None:
         """Begin the replay's run of the tests for `spec` (this head start's steps, its pins, its runner) once the
         steps are done, in place of a trial of another recipe; nothing when one of the same recipe runs."""
-        self._testing = True
         if self.trial is not None and same_run(self.trial.recipe, spec):
             return
         self.stop_trial()
@@ -467,8 +464,9 @@ class HeadStarts:
                 if not head.mismatch(spec):
                     if len(spec.steps) > len(head.recipe.steps):
                         head.extend(spec)
-                    else:  # its tests collect, or it has won: the replay's run of them may begin
-                        head.try_tests(spec)
+                    # its tests collect, or it has won: the replay's run of them may begin, after the steps
+                    # (also when begun at "installed", which asked for none)
+                    head.try_tests(spec)
                     return
                 if when == "collected":
                     return
