@@ -4,7 +4,9 @@ over the host's setup base."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -285,16 +287,64 @@ def test_a_run_of_the_tests_for_another_recipe_is_not_used(search, change, why):
     assert search.yard.sandboxes() == []
 
 
-def test_no_early_run_of_tests_that_need_a_service(search):
-    """Setup sandboxes share the host's network: a second server on the same port would fail one of the runs."""
-    recipe = with_suite(search, "true", suite="echo ran")
-    recipe.services = [{"kind": "redis", "port": 6379}]
+SERVER = """import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen()
+while True:
+    c, _ = s.accept()
+    c.sendall(sys.argv[2].encode())
+    c.close()
+"""
+
+
+def test_an_early_run_of_tests_that_need_a_service_has_a_network_of_its_own(search):
+    """The branch's tests may be using the service's port on the host's network (setup sandboxes share it) while
+    the replay's early run starts the same server: the trial runs in a pod network of its own (with internet
+    access, for the rest of setup.sh), so its server gets the port and its tests talk to their own server."""
+    import socket
+
+    from envyard.setup import services
+
+    import threading
+
+    host = socket.socket()
+    host.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    host.bind(("127.0.0.1", 0))  # the branch's server, as it were
+    host.listen()
+    port = host.getsockname()[1]
+
+    def answer() -> None:
+        with contextlib.suppress(OSError):  # (closed at the end)
+            while True:
+                c, _ = host.accept()
+                c.sendall(b"host-server")
+                c.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    write = (f"mkdir -p {services.DIR} && printf '%s' {shlex.quote(SERVER)} > /opt/server.py"
+             f" && printf '#!/bin/sh\n/usr/bin/python3 /opt/server.py {port} trial-server & echo $! > /tmp/srv.pid;"
+             f" sleep 0.5\n' > {services.START}"
+             f" && printf '#!/bin/sh\nkill $(cat /tmp/srv.pid)\n' > {services.STOP}"
+             f" && chmod +x {services.START} {services.STOP}")
+    suite = (f"/usr/bin/python3 -c \"import socket; s = socket.create_connection(('127.0.0.1', {port}));"
+             f" print(s.recv(64).decode())\"")
+    recipe = with_suite(search, write, suite=suite)
+    recipe.services = [{"kind": "redis", "port": port}]
     head = HeadStart(search.yard, search, recipe, tests=True)
     try:
-        assert head.take(recipe) is not None
-        assert head.tried(recipe) is None and head.report()["tests_early"]["why_not"] == "none ran"
+        assert head.take(recipe) is not None, head.report()
+        trial = head.tried(recipe)
+        assert trial is not None, head.report()
+        assert trial.ran.exit_code == 0 and "trial-server" in trial.ran.stdout, trial.log
+        assert trial.pod is not None and trial.pod.internet
     finally:
         head.close()
+        host.close()
+    search.yard.wait_closed()
+    assert search.yard.sandboxes() == []
+    assert trial.pod.closed  # its network went with it
 
 
 def test_steps_added_kill_the_run_of_the_tests_and_a_new_one_follows_them(search):
@@ -329,3 +379,110 @@ def test_steps_added_kill_the_run_of_the_tests_and_a_new_one_follows_them(search
     search.yard.wait_closed()
     assert search.yard.sandboxes() == []
     assert not pgrep("sleep 919")
+
+
+# ---- system steps: the head start begins with the search ------------------------------------------------------
+
+def with_system(search: Search, system: str, *commands: str):
+    """A recipe whose first step is a system step (kind apt) running `system`, then `commands`."""
+    recipe = recipe_of(search, *commands)
+    recipe.steps.insert(0, Step("apt", system, "a system package"))
+    return recipe
+
+
+def test_system_steps_are_the_leading_apt_steps_the_first_branches_share(search):
+    from envyard.setup.replay import system_steps
+
+    plain = with_system(search, "touch /opt/sys", "touch /opt/venv")
+    cut_off = with_system(search, "touch /opt/sys", "touch /opt/venv-2020")  # another venv step, same apt step
+    spec = system_steps([plain, cut_off])
+    assert [(s.kind, s.command) for s in spec.steps] == [("apt", "touch /opt/sys")]
+    assert [s.command for s in plain.steps] == ["touch /opt/sys", "touch /opt/venv"]  # a copy was cut
+    assert system_steps([plain]) is not None
+    assert system_steps([plain, with_system(search, "touch /opt/other", "touch /opt/venv")]) is None
+    other_env = copy.deepcopy(cut_off)
+    other_env.env["DATABASE_URL"] = "postgresql://elsewhere"
+    assert system_steps([plain, other_env]) is None  # the steps would run with another environment
+    assert system_steps([recipe_of(search, "touch /opt/venv")]) is None  # nothing to start with
+    assert system_steps([]) is None
+
+
+def test_the_system_steps_head_start_goes_on_with_the_branchs_installs(search):
+    """Begun as the search starts, it runs the system steps; a branch whose installs are done (alone) has them
+    run there too, pinned; the replay goes on from it. Its pins were never used, so a branch whose pins
+    constrain its installs still goes on from it."""
+    from envyard.setup.replay import HeadStarts, system_steps
+
+    heads = HeadStarts(search.yard, search)
+    branch = with_system(search, "touch /opt/sys", "test -e /opt/sys && touch /opt/installed")
+    try:
+        heads.start(system_steps([branch]))
+        head = heads.current
+        assert head.system_only and head.report()["began"] == "start"
+        installed = copy.deepcopy(branch)
+        installed.pins, installed.pins_consistent = ["iniconfig==2.0.0"], True
+        heads.offer(installed, "installed")
+        assert heads.current is head and not head.system_only
+        sb = head.take(installed)
+        assert sb is not None, head.report()
+        assert sb.exec("test -e /opt/installed").exit_code == 0
+        assert head.report()["used"] is True and head.report()["steps"] == 2
+        heads.offer(installed, "installed")  # no longer the system steps' alone: another branch's is refused
+        assert heads.current is head
+    finally:
+        heads.close()
+    search.yard.wait_closed()
+    assert search.yard.sandboxes() == []
+
+
+@pytest.mark.parametrize("when", ["installed", "collected"])
+def test_a_branch_whose_system_steps_changed_replaces_that_head_start(search, when):
+    """A repair dropped a package from the apt step: the head start of the old one is of no use to the replay, and
+    the first branch to get its installs done or its tests collected starts one of its own recipe."""
+    from envyard.setup.replay import HeadStarts, system_steps
+
+    heads = HeadStarts(search.yard, search)
+    try:
+        heads.start(system_steps([with_system(search, "touch /opt/sys", "true")]))
+        first = heads.current
+        repaired = with_system(search, "touch /opt/sys-repaired", "touch /opt/installed")
+        heads.offer(repaired, when)
+        assert heads.current is not first and heads.current.recipe is repaired
+        assert first.take(repaired) is None  # closed when it was replaced
+        sb = heads.current.take(repaired)
+        assert sb is not None and sb.exec("test -e /opt/sys-repaired && test ! -e /opt/sys").exit_code == 0
+    finally:
+        heads.close()
+    search.yard.wait_closed()
+    assert search.yard.sandboxes() == []
+
+
+@pytest.mark.timeout(600)
+def test_a_setup_whose_recipe_begins_with_apt_begins_its_replay_with_the_search(tmp_path):
+    """The project's CI installs a Debian package: the replay's head start installs it from the moment the search
+    starts (beside the branch), the branch's installs follow there, and the replay goes on from it."""
+    from envyard.setup.engine import setup_directory
+    from envyard.setup.interpreters import setup_base
+
+    src = tmp_path / "aptdemo"
+    (src / ".github" / "workflows").mkdir(parents=True)
+    (src / "setup.py").write_text('from setuptools import setup\nsetup(name="aptdemo", version="1.0", '
+                                  'py_modules=["aptdemo"])\n')
+    (src / "aptdemo.py").write_text("import subprocess\n\n\ndef add(a, b):\n    return int(subprocess.run(['bc'], "
+                                    "input=f'{a}+{b}\\n', capture_output=True, text=True).stdout)\n")
+    (src / "test_aptdemo.py").write_text("import aptdemo\n\n\ndef test_add():\n    assert aptdemo.add(2, 3) == 5\n")
+    (src / ".github" / "workflows" / "ci.yml").write_text(
+        "jobs:\n  t:\n    steps:\n      - run: sudo apt-get install -y bc\n      - run: pytest\n")
+    yard = envyard.Yard(tmp_path / "home")
+    try:
+        setup_base(yard, host_interpreter())  # (a head start never builds one: the branches do)
+        result, _ev = setup_directory(yard, src, "setup/aptdemo", available=[host_interpreter()])
+        assert result.verified, (result.reason, result.replay)
+        head = result.replay["head_start"]
+        assert head["used"] is True and head["began"] == "start", head
+        assert head["steps"] == len(result.recipe.steps) and result.recipe.steps[0].kind == "apt", head
+        assert head["tests_early"]["used"] is True, head
+    finally:
+        yard.close()
+        yard.gc()
+        assert yard.sandboxes() == []

@@ -30,10 +30,10 @@ from ..yard import Yard
 from . import checkout_version, interpreters, pins, services, subproject, verdict
 from .evidence import Evidence, gather
 from .interpreters import Interpreter, SetupBaseError
-from .plan import ENV, VENV, Recipe, ranked_or_installed
-from .replay import HeadStart, HeadStarts, pinned_env, undo_pass
+from .plan import ENV, VENV, Recipe, plan, ranked_or_installed
+from .replay import HeadStart, HeadStarts, pinned_env, system_steps, undo_pass
 from .replay import replay as replay_recipe
-from .search import Branch, LevelResult, Search, Update, Workspace, drop_image
+from .search import Branch, LevelResult, Search, Update, Workspace, drop_image, first_branches
 
 WORK_ROOT = "/work"
 LEVEL_NAMES = {0: "install", 1: "imports", 2: "no missing imports", 3: "tests collected", 4: "tests run"}
@@ -152,11 +152,16 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
 
     def head_start(_b: Branch, ws: Workspace, recipe: Recipe, when: str) -> None:
         """The replay's installs start on the free core (replay.py)."""
-        if not (when == "installed" and heads.current):  # that offer is refused anyway: no freeze for it
+        head = heads.current
+        if not (when == "installed" and head is not None and not head.system_only):  # refused: no freeze for it
             heads.offer(HeadStart.pinned(search, ws, recipe), when)
 
     if search.jobs >= 2:
         search.on_ready = head_start
+        system = system_steps([plan(ev, c) for c in first_branches(cands, search.jobs)])
+        # (not while its setup base is still to be built: the branches build it, and can stop that on Ctrl-C)
+        if system is not None and yard.store.has_image(system.interpreter.setup_base_name):
+            heads.start(system)
     try:
         return _finish(yard, search, search.run(cands), heads.current, start, src, name, ev, sub, workdir)
     finally:

@@ -13,6 +13,10 @@ then runs the rest of setup.sh there (the final pins, any steps added since, the
 Otherwise the head start is thrown away and the replay starts over. Either way the steps ran in order on a fresh
 base, each resolving to the versions that passed: what setup.sh does.
 
+A recipe's first steps may be system steps (apt packages, the services' servers), which the branches' other
+steps do not change: when the branches that start first share them (the same base and environment), the head
+start runs them from the moment the search starts (HeadStarts.start), and goes on from them as above.
+
 Its run of the tests (Trial) begins early as well, once a branch's tests collect: in an O(1) copy of the head
 start's sandbox, the rest of setup.sh and the tests run beside the branch's own run; the replay takes that run
 when the final recipe runs exactly the same commands, and redoes it otherwise.
@@ -28,12 +32,30 @@ import time
 from typing import Callable
 
 from .. import diskspace
+from ..runtime.podnet import PodNetwork
 from ..yard import Sandbox, Yard
 from . import complete, pins, runners, services
 from .interpreters import setup_base
 from .plan import Recipe, Step
 from .search import (JUNIT, Branch, Search, Workspace, drop_image, listed, pass_ratio, reached,
                      run_connection_failures, setup_disk_limit, setup_env, setup_sandbox, test_results)
+
+
+SYSTEM_STEPS = ("apt", "services")  # step kinds that install from Debian's archive: no Python version, no pins
+
+
+def system_steps(recipes: list[Recipe]) -> Recipe | None:
+    """The first recipe cut to its leading system steps, when every recipe begins with the same ones on the same
+    base with the same environment (the branches that start first); None otherwise, or when there are none."""
+    if not recipes:
+        return None
+    first = recipes[0]
+    n = next((i for i, s in enumerate(first.steps) if s.kind not in SYSTEM_STEPS), len(first.steps))
+    spec = copy.deepcopy(first)
+    spec.steps = spec.steps[:n]
+    if not n or not all(same_steps(spec, r, prefix=True) for r in recipes[1:]):
+        return None
+    return spec
 
 
 def pinned_env(recipe: Recipe) -> dict[str, str]:
@@ -84,13 +106,7 @@ def replay(yard: Yard, search: Search, best: Branch, head: "HeadStart | None" = 
             sb = stack.enter_context(setup_sandbox(yard, setup_base(yard, recipe.interpreter), search.cache))
             sb.upload(*search.upload)
             todo = replay_script(recipe)
-        run = logged(yard, sb, search.workdir, recipe.env, log)
-
-        def sh(cmd: str, timeout: float, *, tests: bool = False):
-            if tests and recipe.services:  # the services start in the same sandbox, right before the tests
-                return services.run_with(run, cmd, timeout)
-            return run(cmd, timeout)
-
+        sh = with_services(logged(yard, sb, search.workdir, recipe.env, log), recipe)
         r, f, ran = (tried.setup, tried.freeze, tried.ran) if tried is not None else reproduce(
             sh, todo, recipe, runner, search, tests=tests)
         out = {"log": log, **({"head_start": head.report()} if head is not None else {})}
@@ -126,6 +142,16 @@ def replay(yard: Yard, search: Search, best: Branch, head: "HeadStart | None" = 
                           detail=(f"a clean replay runs the tests again: {same} of {len(best.tests)} per-test "
                                   "statuses match" if statuses else "after a clean replay the tests give no results"))
         return {**result, "seconds": time.monotonic() - t}
+
+
+def with_services(run: Callable, recipe: Recipe) -> Callable:
+    """`sh(command, timeout, tests=False)` over `run(command, timeout)`: with `tests`, the recipe's services
+    start in the same sandbox right before the command and stop after it."""
+    def sh(cmd: str, timeout: float, *, tests: bool = False):
+        if tests and recipe.services:
+            return services.run_with(run, cmd, timeout)
+        return run(cmd, timeout)
+    return sh
 
 
 def reproduce(sh: Callable, todo: str, recipe: Recipe, runner: runners.Runner, search: Search, *, tests: bool):
@@ -192,11 +218,11 @@ class Trial:
     """The replay's run of the tests, begun early: in a copy (an O(1) snapshot) of the head start's sandbox, the
     rest of setup.sh and the tests, while the search finishes. The replay takes its results only when its
     recipe is the final one in every respect that changes what runs (HeadStart.tried); it is killed as soon as
-    the head start runs more steps. Never with services: the setup sandboxes share the host's network, so two
-    servers would want one port."""
+    the head start runs more steps. A recipe with services runs in a pod network of its own (with internet
+    access): its servers listen on its own loopback, and the branch's, on the host's network, keep their ports."""
 
-    def __init__(self, head: "HeadStart", recipe: Recipe, snap, sb: Sandbox):
-        self.head, self.recipe, self.snap, self.sb = head, recipe, snap, sb
+    def __init__(self, head: "HeadStart", recipe: Recipe, snap, sb: Sandbox, pod: PodNetwork | None = None):
+        self.head, self.recipe, self.snap, self.sb, self.pod = head, recipe, snap, sb, pod
         self.log: list[str] = []
         self.setup = self.freeze = self.ran = None
         self.error = ""
@@ -207,11 +233,10 @@ class Trial:
     def _run(self) -> None:
         t = time.monotonic()
         search, recipe = self.head.search, self.recipe
-        run = logged(self.head.yard, self.sb, search.workdir, recipe.env, self.log)
+        sh = with_services(logged(self.head.yard, self.sb, search.workdir, recipe.env, self.log), recipe)
         try:
-            self.setup, self.freeze, self.ran = reproduce(lambda c, timeout, tests=False: run(c, timeout),
-                                                          self.head.rest(recipe), recipe, runners.of_recipe(recipe),
-                                                          search, tests=True)
+            self.setup, self.freeze, self.ran = reproduce(sh, self.head.rest(recipe), recipe,
+                                                          runners.of_recipe(recipe), search, tests=True)
         except Exception as e:  # noqa: BLE001 - killed (the head start moved on), or a full disk: the replay redoes it
             self.error = f"{type(e).__name__}: {e}"
         finally:
@@ -224,6 +249,8 @@ class Trial:
         self.sb.close()
         self.head.search.track(self.sb, False)
         self._thread.join(timeout=60)
+        if self.pod is not None:
+            self.pod.close()
         drop_image(self.head.yard, self.snap)
 
 
@@ -231,8 +258,9 @@ class HeadStart:
     """The replay's install steps, started in a thread while the search finishes (see the module's docstring).
     With `tests`, once its steps are done it also begins the replay's run of the tests (Trial)."""
 
-    def __init__(self, yard: Yard, search: Search, recipe: Recipe, *, tests: bool = False):
+    def __init__(self, yard: Yard, search: Search, recipe: Recipe, *, tests: bool = False, when: str = ""):
         self.yard, self.search, self.recipe = yard, search, recipe
+        self.when = when  # the offer that began it (HeadStarts.offer)
         self.log: list[str] = []
         self.sb: Sandbox | None = None
         self.exit_code: int | None = None
@@ -326,26 +354,30 @@ class HeadStart:
         wanted = self._wanted
 
         def start() -> None:
-            if self.error or self.exit_code != 0 or spec.services:
+            if self.error or self.exit_code != 0:
                 return
             with self._lock:
                 if self._closed or wanted != self._wanted or self.sb is None:
                     return
                 head_sb = self.sb
-            snap = sb = None
+            snap = sb = pod = None
             try:
                 snap = head_sb.snapshot(temporary=True)
-                sb = setup_sandbox(self.yard, snap, self.search.cache)
+                # its servers on a loopback of its own: the branch's tests may be using the host's ports
+                pod = PodNetwork(internet=True) if spec.services else None
+                sb = setup_sandbox(self.yard, snap, self.search.cache, network=pod or "host")
                 self.search.track(sb)
             except Exception as e:  # noqa: BLE001 - it only saves time
                 self.trial_report = {"used": False, "why_not": f"it did not start: {type(e).__name__}: {e}"}
                 if sb is not None:
                     sb.close()
                     self.search.track(sb, False)
+                if pod is not None:
+                    pod.close()
                 if snap is not None:
                     drop_image(self.yard, snap)
                 return
-            trial = Trial(self, spec, snap, sb)
+            trial = Trial(self, spec, snap, sb, pod)
             with self._lock:
                 if not (self._closed or wanted != self._wanted):
                     self.trial, trial = trial, None
@@ -391,11 +423,17 @@ class HeadStart:
             return f"its steps exited {self.exit_code}"
         return self.mismatch(final)
 
+    @property
+    def system_only(self) -> bool:
+        """Whether its steps are all system steps (begun when the search started): pins never applied to them."""
+        return all(s.kind in SYSTEM_STEPS for s in self.recipe.steps)
+
     def mismatch(self, later: Recipe) -> str:
         """Why a later (pinned) recipe of the branch does not go on from this head start's steps ("" if it does)."""
         if not same_steps(self.recipe, later, prefix=True):
             return "the recipe changed after it started"
-        if later.pins_consistent != self.recipe.pins_consistent or not set(self.recipe.pins) <= set(later.pins):
+        constrained = later.pins_consistent != self.recipe.pins_consistent and not self.system_only
+        if constrained or not set(self.recipe.pins) <= set(later.pins):
             return "the pinned versions changed after it started"
         return ""
 
@@ -406,6 +444,7 @@ class HeadStart:
 
     def report(self) -> dict:
         return {"used": not self.why, "steps": len(self.recipe.steps), "seconds": round(self.seconds, 1),
+                **({"began": self.when} if self.when else {}),
                 **({"why_not": self.why} if self.why else {}),
                 **({"tests_early": self.trial_report} if self.trial_report else {})}
 
@@ -438,8 +477,9 @@ def same_run(a: Recipe, b: Recipe) -> bool:
 
 
 class HeadStarts:
-    """The head starts of one setup: the latest is the one the replay may use. A branch offers one (`when`, see
-    Search.on_ready) when its installs are done and none runs yet ("installed": steps only), when its tests
+    """The head starts of one setup: the latest is the one the replay may use. The first may begin with the
+    search, its system steps only (start); a branch offers one (`when`, see Search.on_ready) when its installs
+    are done and none runs yet or only the system steps' does ("installed": steps only), when its tests
     collect, when it has won, and after each install of its completeness pass: a head start its recipe goes on
     from runs the steps added since (the pass's installs, as the branch makes it) and the replay's run of the
     tests after them; one it no longer goes on from (other steps, changed versions) is replaced, except by a
@@ -454,24 +494,30 @@ class HeadStarts:
     def current(self) -> HeadStart | None:
         return self.started[-1] if self.started else None
 
+    def start(self, spec: Recipe) -> None:
+        """Begin with the system steps the first branches share (system_steps), as the search starts."""
+        self.offer(spec, "start")
+
     def offer(self, spec: Recipe, when: str = "ready") -> None:
         """`spec`: the branch's recipe with its versions now pinned (HeadStart.pinned)."""
         with self._lock:
             head = self.current
             if head is not None:
-                if when == "installed":
+                if when == "installed" and not head.system_only:
                     return
                 if not head.mismatch(spec):
                     if len(spec.steps) > len(head.recipe.steps):
                         head.extend(spec)
                     # its tests collect, or it has won: the replay's run of them may begin, after the steps
                     # (also when begun at "installed", which asked for none)
-                    head.try_tests(spec)
+                    if when != "installed":
+                        head.try_tests(spec)
                     return
-                if when == "collected":
+                if when == "collected" and not head.system_only:
                     return
             self.close()
-            self.started.append(HeadStart(self.yard, self.search, spec, tests=when != "installed"))
+            self.started.append(HeadStart(self.yard, self.search, spec, tests=when not in ("installed", "start"),
+                                          when=when))
 
     def close(self) -> None:
         for head in self.started:

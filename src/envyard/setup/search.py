@@ -33,6 +33,7 @@ from packaging.version import Version
 
 from .. import diskspace
 from ..errors import DiskFull, EnvyardError
+from ..runtime.podnet import PodNetwork
 from ..store import Image
 from ..tls import ca_bundle
 from ..yard import Sandbox, Yard
@@ -61,6 +62,16 @@ DEBIAN_HAS = ("(apt-cache show --no-all-versions {name} || (apt-get update -qq &
               "{name})) >/dev/null 2>&1")
 
 
+def first_branches(cands: list[Candidate], jobs: int) -> list[Candidate]:
+    """The candidates Search.run starts at once: the first, and after it up to `jobs` in all until a fallback."""
+    first = cands[:1]
+    for c in cands[1:jobs]:
+        if c.fallback:
+            break
+        first.append(c)
+    return first
+
+
 def host_trust() -> tuple[dict[str, str], dict[str, str]]:
     """The machine's CA bundle, bound read-only into setup sandboxes (binds, env), so installs work behind a
     TLS-intercepting proxy, on Debian bases too. Setup-time only: images do not keep it."""
@@ -68,12 +79,13 @@ def host_trust() -> tuple[dict[str, str], dict[str, str]]:
     return ({bundle: INSIDE_CA}, {"SSL_CERT_FILE": INSIDE_CA}) if bundle else ({}, {})
 
 
-def setup_sandbox(yard: Yard, image: Image, cache: Path) -> Sandbox:
-    """A sandbox for setup work: network on, the shared uv download cache, the machine's CA bundle."""
+def setup_sandbox(yard: Yard, image: Image, cache: Path, network: "str | PodNetwork" = "host") -> Sandbox:
+    """A sandbox for setup work: network on (the host's, or a pod network with internet access), the shared uv
+    download cache, the machine's CA bundle."""
     ro, _ = host_trust()
     limit = setup_disk_limit(yard)
     limits = {"disk": limit} if limit else None
-    return yard.sandbox(image, network="host", workdir="/", binds={str(cache): UV_CACHE}, ro_binds=ro, limits=limits)
+    return yard.sandbox(image, network=network, workdir="/", binds={str(cache): UV_CACHE}, ro_binds=ro, limits=limits)
 
 
 def setup_disk_limit(yard: Yard) -> str | None:
