@@ -165,7 +165,8 @@ def test_head_starts_keep_the_first_until_the_winners_recipe_moves_on(search):
 
 def test_a_head_start_follows_the_steps_the_winner_adds(search):
     """The completeness pass installs one unit after another: each is run in the head start as it is made, after
-    the steps before it, so the replay has only the pins left to install; a pass rolled back replaces it."""
+    the steps before it, so the replay has only the pins left to install; a pass rolled back takes it back to
+    the state before the pass (an O(1) snapshot taken then), instead of starting over."""
     from envyard.setup.replay import HeadStarts
 
     heads = HeadStarts(search.yard, search)
@@ -187,8 +188,9 @@ def test_a_head_start_follows_the_steps_the_winner_adds(search):
         assert "head-a" not in rest and "head-b" not in rest and "tomli-w==1.0.0" in rest
         assert head.report()["steps"] == 2
         heads.offer(recipe)  # the pass was rolled back: its install must not be in the replay
-        assert heads.current is not head and heads.current.take(recipe) is not None
-        assert heads.current.sb.exec("test -e /opt/head-b").exit_code != 0
+        assert heads.current is head and head.take(recipe) is not None, head.report()  # back to before it
+        assert head.sb.exec("test -e /opt/head-a && test ! -e /opt/head-b").exit_code == 0
+        assert head.report()["steps"] == 1 and head.rest(recipe).count("head-a") == 0
     finally:
         heads.close()
     search.yard.wait_closed()
@@ -433,6 +435,35 @@ def test_the_system_steps_head_start_goes_on_with_the_branchs_installs(search):
         heads.close()
     search.yard.wait_closed()
     assert search.yard.sandboxes() == []
+
+
+def test_versions_changed_after_the_installs_take_the_head_start_back_to_its_system_steps(search):
+    """A repair after the installs changed a version the head start had installed: its installs no longer count,
+    but the system steps before them do: it goes back to them (no apt run again) and installs anew."""
+    from envyard.setup.replay import HeadStarts, system_steps
+
+    heads = HeadStarts(search.yard, search)
+    branch = with_system(search, "echo run >> /opt/sys-runs", "echo install >> /opt/installs")
+    try:
+        heads.start(system_steps([branch]))
+        head = heads.current
+        installed = copy.deepcopy(branch)
+        installed.pins, installed.pins_consistent = ["iniconfig==2.0.0"], True
+        heads.offer(installed, "installed")
+        repaired = copy.deepcopy(branch)
+        repaired.pins, repaired.pins_consistent = ["iniconfig==1.1.1"], True
+        heads.offer(repaired, "ready")
+        assert heads.current is head, "started over instead of going back"
+        sb = head.take(repaired)
+        assert sb is not None, head.report()
+        assert sb.exec("cat /opt/sys-runs").stdout == "run\n"  # the system step ran once
+        assert sb.exec("cat /opt/installs").stdout == "install\n"  # the install ran again, from before the first
+        assert head.report()["began"] == "start" and head.report()["steps"] == 2
+    finally:
+        heads.close()
+    search.yard.wait_closed()
+    assert search.yard.sandboxes() == []
+    assert not [i for i in search.yard.images() if i.name.startswith("snapshot/")]  # its snapshots went too
 
 
 @pytest.mark.parametrize("when", ["installed", "collected"])

@@ -15,7 +15,10 @@ base, each resolving to the versions that passed: what setup.sh does.
 
 A recipe's first steps may be system steps (apt packages, the services' servers), which the branches' other
 steps do not change: when the branches that start first share them (the same base and environment), the head
-start runs them from the moment the search starts (HeadStarts.start), and goes on from them as above.
+start runs them from the moment the search starts (HeadStarts.start), and goes on from them as above. Before each
+batch of steps it adds, a head start saves its sandbox (an O(1) snapshot): a recipe that no longer goes on from
+its steps (a completeness pass rolled back, versions a repair changed) takes it back to the latest saved state
+the recipe does go on from (HeadStart.rewind), rather than starting over.
 
 Its run of the tests (Trial) begins early as well, once a branch's tests collect: in an O(1) copy of the head
 start's sandbox, the rest of setup.sh and the tests run beside the branch's own run; the replay takes that run
@@ -269,6 +272,8 @@ class HeadStart:
         self.seconds = 0.0
         self.trial: Trial | None = None
         self.trial_report: dict = {}
+        self._marks: list[Mark] = []  # states of its sandbox it can go back to (rewind)
+        self._images: list = []  # the marks' snapshots, dropped when it closes
         self._closed = False
         self._wanted = 0  # bumped whenever the steps or the recipe to try change: an older trial must not start
         self._lock = threading.Lock()
@@ -330,6 +335,8 @@ class HeadStart:
         with them)."""
         todo = script(later, later.steps[len(self.recipe.steps):], exact=False)
         self.stop_trial()
+        mark = Mark(self.recipe)
+        self._marks.append(mark)
         self.recipe = later
 
         def more() -> None:
@@ -337,6 +344,7 @@ class HeadStart:
                 return  # the steps before failed: these would not be setup.sh's
             t = time.monotonic()
             try:
+                mark.image = self._snapshot()
                 self._steps(todo)
             except Exception as e:  # noqa: BLE001 - as in _run
                 self.error = f"{type(e).__name__}: {e}"
@@ -344,6 +352,48 @@ class HeadStart:
                 self.seconds += time.monotonic() - t
 
         self._then(more)
+
+    def _snapshot(self):
+        """An O(1) snapshot of its sandbox as the steps so far left it (dropped when it closes)."""
+        sb = self.sb
+        if sb is None:
+            raise RuntimeError("closed")
+        image = sb.snapshot(temporary=True)
+        with self._lock:
+            self._images.append(image)
+        return image
+
+    def rewind(self, later: Recipe) -> bool:
+        """Go back to the latest state before an extend that `later` goes on from (a completeness pass rolled
+        back, or versions changed after the installs: the system steps before them still count), instead of
+        starting over; False when there is none. The steps after it are forgotten (extend runs them again)."""
+        mark = next((m for m in reversed(self._marks) if not goes_on(m.recipe, later)), None)
+        if mark is None:
+            return False
+        del self._marks[self._marks.index(mark):]
+        self.stop_trial()
+        self.recipe = mark.recipe
+
+        def back() -> None:
+            if mark.image is None:  # its steps had failed, or it was closed
+                self.error = self.error or "the state to go back to was not saved"
+                return
+            try:
+                sb = setup_sandbox(self.yard, mark.image, self.search.cache)
+            except Exception as e:  # noqa: BLE001 - as in _run
+                self.error = f"{type(e).__name__}: {e}"
+                return
+            with self._lock:
+                old, self.sb = (self.sb, sb) if not self._closed else (sb, None)
+            if self.sb is sb:
+                self.search.track(sb)
+                self.exit_code, self.error = 0, ""
+            if old is not None:
+                old.close()
+                self.search.track(old, False)
+
+        self._then(back)
+        return True
 
     def try_tests(self, spec: Recipe) -> None:
         """Begin the replay's run of the tests for `spec` (this head start's steps, its pins, its runner) once the
@@ -425,17 +475,11 @@ class HeadStart:
 
     @property
     def system_only(self) -> bool:
-        """Whether its steps are all system steps (begun when the search started): pins never applied to them."""
-        return all(s.kind in SYSTEM_STEPS for s in self.recipe.steps)
+        return system_only(self.recipe)
 
     def mismatch(self, later: Recipe) -> str:
         """Why a later (pinned) recipe of the branch does not go on from this head start's steps ("" if it does)."""
-        if not same_steps(self.recipe, later, prefix=True):
-            return "the recipe changed after it started"
-        constrained = later.pins_consistent != self.recipe.pins_consistent and not self.system_only
-        if constrained or not set(self.recipe.pins) <= set(later.pins):
-            return "the pinned versions changed after it started"
-        return ""
+        return goes_on(self.recipe, later)
 
     def rest(self, final: Recipe) -> str:
         """What setup.sh does after the head start's steps: the final pins and environment, the steps added
@@ -458,6 +502,34 @@ class HeadStart:
             self.search.track(sb, False)
         if self._thread is not None:
             self._thread.join(timeout=60)
+        with self._lock:
+            images, self._images = self._images, []
+        for image in images:
+            drop_image(self.yard, image)
+
+
+class Mark:
+    """A state of a head start's sandbox: after the steps of `recipe`, saved as `image` before more ran."""
+
+    def __init__(self, recipe: Recipe):
+        self.recipe = recipe
+        self.image = None
+
+
+def system_only(recipe: Recipe) -> bool:
+    """Whether its steps are all system steps (a head start begun as the search started): no pins applied to them."""
+    return all(s.kind in SYSTEM_STEPS for s in recipe.steps)
+
+
+def goes_on(earlier: Recipe, later: Recipe) -> str:
+    """Why `later` (a branch's pinned recipe) does not go on from the steps of `earlier` ("" if it does): other
+    first steps, interpreter or environment, or versions pinned then that it changed."""
+    if not same_steps(earlier, later, prefix=True):
+        return "the recipe changed after it started"
+    constrained = later.pins_consistent != earlier.pins_consistent and not system_only(earlier)
+    if constrained or not set(earlier.pins) <= set(later.pins):
+        return "the pinned versions changed after it started"
+    return ""
 
 
 def same_steps(spec: Recipe, recipe: Recipe, *, prefix: bool = False) -> bool:
@@ -482,8 +554,9 @@ class HeadStarts:
     are done and none runs yet or only the system steps' does ("installed": steps only), when its tests
     collect, when it has won, and after each install of its completeness pass: a head start its recipe goes on
     from runs the steps added since (the pass's installs, as the branch makes it) and the replay's run of the
-    tests after them; one it no longer goes on from (other steps, changed versions) is replaced, except by a
-    branch whose tests collect while another branch runs ("collected": until one wins, the first stays)."""
+    tests after them; one it no longer goes on from (other steps, changed versions) goes back to a state it
+    saved that the recipe does go on from (HeadStart.rewind), or else is replaced, except by a branch whose
+    tests collect while another branch runs ("collected": until one wins, the first stays)."""
 
     def __init__(self, yard: Yard, search: Search):
         self.yard, self.search = yard, search
@@ -505,7 +578,8 @@ class HeadStarts:
             if head is not None:
                 if when == "installed" and not head.system_only:
                     return
-                if not head.mismatch(spec):
+                keep_first = when == "collected" and not head.system_only  # see above: nor is it rewound
+                if not head.mismatch(spec) or (not keep_first and head.rewind(spec)):
                     if len(spec.steps) > len(head.recipe.steps):
                         head.extend(spec)
                     # its tests collect, or it has won: the replay's run of them may begin, after the steps
@@ -513,7 +587,7 @@ class HeadStarts:
                     if when != "installed":
                         head.try_tests(spec)
                     return
-                if when == "collected" and not head.system_only:
+                if keep_first:
                     return
             self.close()
             self.started.append(HeadStart(self.yard, self.search, spec, tests=when not in ("installed", "start"),
