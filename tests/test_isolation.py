@@ -34,8 +34,12 @@ def test_namespaces_and_capabilities(sb):
     assert not cap_eff & (1 << 27)  # no CAP_MKNOD
     assert sb.exec("mount -t tmpfs x /mnt").exit_code != 0
     assert sb.exec("stat -c %a /tmp").stdout.strip() == "1777"
-    Path("/tmp/envyard-host-canary").write_text("host")
-    assert sb.exec("test -e /tmp/envyard-host-canary").exit_code == 1  # the host's /tmp is masked
+    canary = Path("/tmp/envyard-host-canary")
+    canary.write_text("host")
+    try:
+        assert sb.exec(f"test -e {canary}").exit_code == 1  # the host's /tmp is masked
+    finally:
+        canary.unlink()
 
 
 def test_writes_everywhere_leave_host_untouched(yard, host):

@@ -375,7 +375,7 @@ def venv(tmp_path_factory):
 def _run_step(venv: Path, pins: list[str]) -> tuple[subprocess.CompletedProcess, str]:
     out = venv / "locked.txt"
     cmd = locks.step_command(locks.Locked("poetry", pins)).replace(locks.LOCKED, str(out)).replace(
-        "mkdir -p /opt/envyard", f"mkdir -p {venv}")
+        "mkdir -p /opt/envyard", f"mkdir -p {venv}").replace(locks.CHECK_LOG, str(venv / "check.txt"))
     env = {**os.environ, "VIRTUAL_ENV": str(venv / "venv"), "UV_CONSTRAINT": str(out)}
     r = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, env=env, timeout=120)
     return r, out.read_text()
