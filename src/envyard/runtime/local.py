@@ -151,6 +151,7 @@ class LocalSandbox:
         self.holder: tuple[int, int] | None = None
         self.fs = self.dir  # where the upper and work dirs live: the sandbox's subvolume when its disk is limited
         self.lower_paths = self.store.layer_paths(spec.image.layers)
+        self.mount_points = made_mount_points(self.lower_paths, spec)
         me = os.getpid()
         planned_cgroups = backend.cgroups.planned_dirs(self.id, spec.limits)
         # The lease row goes in first, naming the cgroups to be made: whatever happens after, gc can find and
@@ -673,8 +674,11 @@ class LocalSandbox:
         self._check_open()
         with self._ctl_lock:  # the holder is not frozen: let no command of ours reach it meanwhile
             if self.fs != self.dir:
-                return snapshot_subvolume(self.store, self.backend.volume, self.fs, self.pid_ns, self.init_pid)
-            return copy_upper(self.store, self.upper_dir, self.pid_ns, self.init_pid)
+                layer = snapshot_subvolume(self.store, self.backend.volume, self.fs, self.pid_ns, self.init_pid)
+            else:
+                layer = copy_upper(self.store, self.upper_dir, self.pid_ns, self.init_pid)
+            drop_mount_points(layer, self.mount_points)
+            return layer
 
 
 def _info_file(sandbox_dir: Path) -> tuple[int, int]:
@@ -760,6 +764,32 @@ def thaw(pids: list[int]) -> None:
 def upper_dir_of(store: Store, sandbox_id: str) -> Path:
     """A sandbox's upper dir, for a process that is not its owner (`envyard snapshot`)."""
     return (SandboxVolume(store.home).current(sandbox_id) or store.sandboxes_dir / sandbox_id) / "upper"
+
+
+def made_mount_points(lower_paths: list[Path], spec: SandboxSpec) -> list[str]:
+    """The bind targets (and the host's resolv.conf) that the image lacks: bwrap makes each one, as an empty
+    file or directory in the upper dir, to mount over. They are not the sandbox's content."""
+    targets = [inside for _, inside in (*spec.binds, *spec.ro_binds)]
+    if spec.network == "host" and os.path.exists("/etc/resolv.conf"):
+        targets.append("/etc/resolv.conf")
+    elif isinstance(spec.network, PodNetwork):
+        targets += ["/etc/hosts", "/etc/resolv.conf"]  # _pod_files
+    return [t for t in targets if not any(os.path.lexists(p / t.lstrip("/")) for p in lower_paths)]
+
+
+def drop_mount_points(layer: Path, mount_points: list[str]) -> None:
+    """Leave bwrap's mount points (see made_mount_points) out of a layer made from the upper dir. Only as made:
+    an empty file or directory (nothing inside the sandbox can write to a path while something is mounted on
+    it)."""
+    for inside in mount_points:
+        path = layer / inside.lstrip("/")
+        try:
+            if path.is_dir() and not path.is_symlink():
+                path.rmdir()
+            elif path.is_file() and path.stat().st_size == 0:
+                path.unlink()
+        except OSError:
+            pass
 
 
 def snapshot_subvolume(store: Store, volume: SandboxVolume, subvolume: Path, pid_ns: int, init_pid: int) -> Path:

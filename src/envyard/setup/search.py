@@ -37,7 +37,7 @@ from ..runtime.podnet import PodNetwork
 from ..store import Image
 from ..tls import ca_bundle
 from ..yard import Sandbox, Yard
-from . import complete, importscan, pins, runners, services, testuser
+from . import complete, hosts, importscan, pins, runners, services, testuser
 from .verdict import GOOD_RATIO, connection_failures
 from .evidence import Evidence
 from .interpreters import SETUP_DISK, Interpreter, minor, setup_base
@@ -81,8 +81,11 @@ def host_trust() -> tuple[dict[str, str], dict[str, str]]:
 
 def setup_sandbox(yard: Yard, image: Image, cache: Path, network: "str | PodNetwork" = "host") -> Sandbox:
     """A sandbox for setup work: network on (the host's, or a pod network with internet access), the shared uv
-    download cache, the machine's CA bundle."""
+    download cache, the machine's CA bundle, and on the host's network the package indexes' addresses
+    (hosts.py)."""
     ro, _ = host_trust()
+    if network == "host" and (names := hosts.hosts_file(yard.store.home / "cache")) is not None:
+        ro = {**ro, str(names): "/etc/hosts"}
     limit = setup_disk_limit(yard)
     limits = {"disk": limit} if limit else None
     return yard.sandbox(image, network=network, workdir="/", binds={str(cache): UV_CACHE}, ro_binds=ro, limits=limits)
@@ -94,7 +97,8 @@ def setup_disk_limit(yard: Yard) -> str | None:
 
 
 def setup_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    return {**ENV, **host_trust()[1], **(extra or {})}
+    """The environment of setup's commands: the recipe's, with setup-time settings that images do not keep."""
+    return {**ENV, **host_trust()[1], **hosts.res_options(), **(extra or {})}
 
 
 @dataclass
