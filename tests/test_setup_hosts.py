@@ -63,9 +63,13 @@ def test_the_file_keeps_the_hosts_entries_and_is_reused_until_it_ages(tmp_path, 
     assert len(asked) == 4  # looked up again: a CDN that moves is followed
 
 
-def test_no_file_when_nothing_resolves(tmp_path, monkeypatch):
-    monkeypatch.setattr(hosts, "lookup", lambda name: [])
+def test_no_file_when_nothing_resolves_and_no_second_wait(tmp_path, monkeypatch):
+    asked = []
+    monkeypatch.setattr(hosts, "lookup", lambda name: asked.append(name) or [])
     assert hosts.hosts_file(tmp_path / "fresh", ("a.example",)) is None
+    assert hosts.hosts_file(tmp_path / "fresh", ("a.example",)) is None
+    assert asked == ["a.example"]  # offline: the next sandbox does not wait for the lookups again
+    assert not (tmp_path / "fresh").exists()
 
 
 def test_res_options_leave_a_host_setting_alone(monkeypatch):

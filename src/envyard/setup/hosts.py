@@ -30,7 +30,7 @@ GIVE_UP = 8.0
 PER_FAMILY = 2
 
 _lock = threading.Lock()
-_made: dict[Path, float] = {}
+_made: dict[Path, tuple[float, Path | None]] = {}  # when each file was last made, and what came of it
 
 
 def lookup(name: str) -> list[str]:
@@ -69,11 +69,13 @@ def hosts_text(base: str, resolved: dict[str, list[str]]) -> str:
 
 def hosts_file(cache_dir: Path, names: tuple[str, ...] = INDEX_HOSTS) -> Path | None:
     """An /etc/hosts for setup sandboxes in `cache_dir` (rewritten when older than MAX_AGE), or None when no
-    name resolves (no network: the sandboxes keep the image's own)."""
+    name resolves (no network: the sandboxes keep the image's own; not asked again before MAX_AGE, so an
+    offline machine waits for the lookups once, not per sandbox)."""
     path = cache_dir / "setup-hosts"
     with _lock:
-        if time.monotonic() - _made.get(path, -MAX_AGE) < MAX_AGE and path.is_file():
-            return path
+        when, made = _made.get(path, (-MAX_AGE, None))
+        if time.monotonic() - when < MAX_AGE and (made is None or made.is_file()):
+            return made
         found: dict[str, list[str]] = {}
         threads = [threading.Thread(target=lambda n=n: found.__setitem__(n, lookup(n)), daemon=True) for n in names]
         for t in threads:
@@ -82,6 +84,7 @@ def hosts_file(cache_dir: Path, names: tuple[str, ...] = INDEX_HOSTS) -> Path | 
             t.join()
         resolved = {n: found[n] for n in names if found.get(n)}
         if not resolved:
+            _made[path] = (time.monotonic(), None)
             return None
         try:
             base = Path("/etc/hosts").read_text(errors="replace")
@@ -91,7 +94,7 @@ def hosts_file(cache_dir: Path, names: tuple[str, ...] = INDEX_HOSTS) -> Path | 
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
         tmp.write_text(hosts_text(base, resolved))
         os.replace(tmp, path)  # sandboxes that bound the old file keep it; new ones get this one
-        _made[path] = time.monotonic()
+        _made[path] = (time.monotonic(), path)
         return path
 
 
