@@ -41,6 +41,7 @@ from ..bases.hostmask import HIDDEN_DIRS
 from ..errors import EnvyardError
 from ..store import ImageConfig
 from ..yard import Yard
+from . import hosts
 
 SETUP_DISK = "64G"  # what one setup step may write (an ML stack with its compiled parts), where disks are limited
 
@@ -400,14 +401,17 @@ def setup_base(yard: Yard, interp: Interpreter, on_progress: Callable[[str], Non
         base = yard.pull(interp.base, on_progress=lambda m: say(f"{interp.base}: {m}"))
         track = track or (lambda _sb, _alive: None)
         limits = {"disk": SETUP_DISK} if yard.can_limit_disk else None
-        with yard.sandbox(base, network="host", workdir="/", limits=limits) as sb:
+        names = hosts.hosts_file(yard.store.home / "cache")  # its apt and uv runs look up the archives too
+        with yard.sandbox(base, network="host", workdir="/", limits=limits,
+                          ro_binds={str(names): "/etc/hosts"} if names else None) as sb:
             track(sb, True)
             sb.upload(uv_binary(), f"{TOOLS_BIN}/uv")
             if interp.prefix:
                 say(f"copying {interp.prefix}")
                 upload_prefix(sb, Path(interp.prefix))
             for cmd in interp.base_commands():
-                r = sb.exec(cmd, timeout=1800, env={"DEBIAN_FRONTEND": "noninteractive"}, max_output=100_000)
+                r = sb.exec(cmd, timeout=1800, env={"DEBIAN_FRONTEND": "noninteractive", **hosts.res_options()},
+                            max_output=100_000)
                 if r.exit_code != 0:
                     tail = (r.stderr or r.stdout).strip()[-400:]
                     raise SetupBaseError(f"building the {interp.provider} setup base failed (exit {r.exit_code}): {tail}",
