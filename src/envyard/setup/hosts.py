@@ -34,8 +34,10 @@ _made: dict[Path, tuple[float, Path | None]] = {}  # when each file was last mad
 
 
 def lookup(name: str) -> list[str]:
-    """The addresses of `name` (at most PER_FAMILY per address family, the resolver's order), or [] when no
-    answer came within GIVE_UP seconds. A query that may have been lost is sent again after HEDGE_AFTER."""
+    """The addresses of `name` (at most PER_FAMILY per address family, the resolver's order); [] when the
+    resolver says it has none (or cannot answer now), or when no answer came within GIVE_UP seconds. A query
+    not answered within HEDGE_AFTER may have been lost: it is asked again beside the first, and the first
+    answer counts."""
     answer: list[list[str]] = []
     done = threading.Event()
 
@@ -49,9 +51,8 @@ def lookup(name: str) -> list[str]:
             kept = seen.setdefault(family, [])
             if addr[0] not in kept and len(kept) < PER_FAMILY:
                 kept.append(addr[0])
-        if infos and not done.is_set():
-            answer.append([a for family in sorted(seen) for a in seen[family]])
-            done.set()
+        answer.append([a for family in sorted(seen) for a in seen[family]])
+        done.set()
 
     deadline = time.monotonic() + GIVE_UP
     while not done.is_set() and time.monotonic() < deadline:
