@@ -159,3 +159,21 @@ def test_concurrent_setups_write_one_whole_file(tmp_path, monkeypatch):
         t.join()
     assert not errors
     assert [p.name for p in tmp_path.iterdir()] == ["setup-hosts"]  # no temporary file left behind
+
+
+def test_a_sandbox_cannot_point_a_dropped_mount_point_at_the_host(debian_yard, debian, tmp_path):
+    """Attack: the sandbox renames the directory holding a mount point (bwrap made /root/.cache, so the overlay
+    lets it move) and puts a symlink to a host directory in its place. Leaving the mount points out of the
+    snapshot must not follow it: the host's empty `uv` directory stays."""
+    target = tmp_path / "host-side"
+    (target / "uv").mkdir(parents=True)
+    (tmp_path / "cache").mkdir()
+    with setup_sandbox(debian_yard, debian, tmp_path / "cache") as sb:
+        r = sb.exec(f"mv /root/.cache /root/.moved && ln -s {target} /root/.cache && ls -ld /root/.cache",
+                    timeout=30)
+        assert r.exit_code == 0, r.stderr
+        snap = sb.snapshot(temporary=True)
+    try:
+        assert (target / "uv").is_dir()
+    finally:
+        debian_yard.remove_image(snap.name)

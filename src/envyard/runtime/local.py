@@ -17,6 +17,7 @@ import os
 import resource
 import select
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -782,11 +783,17 @@ def drop_mount_points(layer: Path, mount_points: list[str]) -> None:
     an empty file or directory (nothing inside the sandbox can write to a path while something is mounted on
     it)."""
     for inside in mount_points:
-        path = layer / inside.lstrip("/")
+        parts = PurePosixPath(inside.lstrip("/")).parts
         try:
-            if path.is_dir() and not path.is_symlink():
+            # The sandbox may have moved a parent away and put a symlink in its place: never follow one out of
+            # the layer (it would name a path on the host).
+            if any(stat.S_ISLNK(os.lstat(layer.joinpath(*parts[:i])).st_mode) for i in range(1, len(parts))):
+                continue
+            path = layer.joinpath(*parts)
+            st = os.lstat(path)
+            if stat.S_ISDIR(st.st_mode):
                 path.rmdir()
-            elif path.is_file() and path.stat().st_size == 0:
+            elif stat.S_ISREG(st.st_mode) and st.st_size == 0:
                 path.unlink()
         except OSError:
             pass
