@@ -31,7 +31,7 @@ from . import checkout_version, interpreters, pins, services, subproject, verdic
 from .evidence import Evidence, gather
 from .interpreters import Interpreter, SetupBaseError
 from .plan import ENV, VENV, Recipe, plan, ranked_or_installed
-from .replay import HeadStart, HeadStarts, pinned_env, system_steps, undo_pass
+from .replay import HeadStart, HeadStarts, pinned_env, system_steps
 from .replay import replay as replay_recipe
 from .search import Branch, LevelResult, Search, Update, Workspace, drop_image, first_branches
 
@@ -182,22 +182,11 @@ def _finish(yard: Yard, search: Search, best: Branch, head: HeadStart | None, st
     shared: Future | None = background.submit(dedupe, yard.store, best.image.layers) if best.image else None
     try:
         replay = (replay_recipe(yard, search, best, head) if best.level >= 3 and not best.bug else {})
-        if replay.get("pass_worse"):  # the tests did worse with the completeness pass: without it, and again
-            first = replay.pop("log", [])
-            if shared is not None:
-                shared.result()  # done with the image before it is dropped
-            undo_pass(yard, search, best, replay["pass_worse"])
-            shared = background.submit(dedupe, yard.store, best.image.layers)
-            replay = replay_recipe(yard, search, best)
-            replay["log"] = first + ["\n===== clean replay without the completeness pass =====\n"] + replay["log"]
     except BaseException:  # Ctrl-C (or a crash) during the replay: no half-verified image is left behind
         background.shutdown(wait=True)
         best.drop_images(yard)
         raise
     background.shutdown(wait=False)
-    if best.before_pass is not None:  # the pass stays: the state before it is not needed
-        drop_image(yard, best.before_pass[1])
-        best.before_pass = None
     result = SetupResult(name=name, image=None, level=best.level, levels=best.levels, recipe=best.recipe,
                          tests=best.tests, pass_ratio=best.pass_ratio, reason=best.reason, integrity=best.integrity,
                          replay=replay, branches=[_summary(b) for b in search.branches], repairs=best.repairs,

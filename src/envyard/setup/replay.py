@@ -6,7 +6,8 @@ Its head start (HeadStart): a setup runs its branches on two cores, and the repl
 the search to end. They start in their own sandbox on a fresh base, with the versions the branch has at that
 moment pinned the way setup.sh pins them, once a branch's tests collect (or its installs are done while no
 other branch runs); again (replacing it) when the branch that wins has other steps or versions by then; and a
-winner's completeness pass has each of its installs run there too as it makes them (HeadStarts). When the search ends, the replay goes on in that sandbox if
+completeness pass has each of its installs run there too as it makes them, while no other branch runs
+(HeadStarts). When the search ends, the replay goes on in that sandbox if
 the final recipe begins with the same steps, has the same environment, and pins that keep every version pinned
 then (the completeness pass only adds distributions: its installs are constrained to what was installed); it
 then runs the rest of setup.sh there (the final pins, any steps added since, the exact install of the pins).
@@ -37,11 +38,11 @@ from typing import Callable
 from .. import diskspace
 from ..runtime.podnet import PodNetwork
 from ..yard import Sandbox, Yard
-from . import complete, pins, runners, services
+from . import pins, runners, services
 from .interpreters import setup_base
 from .plan import Recipe, Step
-from .search import (JUNIT, Branch, Search, Workspace, drop_image, listed, pass_ratio, reached,
-                     run_connection_failures, setup_disk_limit, setup_env, setup_sandbox, test_results)
+from .search import (JUNIT, Branch, Search, Workspace, drop_image, listed, setup_disk_limit, setup_env,
+                     setup_sandbox, test_results)
 
 
 SYSTEM_STEPS = ("apt", "services")  # step kinds that install from Debian's archive: no Python version, no pins
@@ -136,9 +137,6 @@ def replay(yard: Yard, search: Search, best: Branch, head: "HeadStart | None" = 
             ok, detail = False, f"after a clean replay a service did not start: {down}"
         result = {**out, "ok": ok, "detail": detail, "collected": count}
         if ok and best.level >= 4:  # the same level: the tests ran again, and their statuses are compared
-            if best.before_pass is not None:
-                return {**result, **_judge_pass(search, best, statuses, run_connection_failures(runner, ran, sb)),
-                        "seconds": time.monotonic() - t}
             same = sum(1 for tid, st in statuses.items() if best.tests.get(tid) == st)
             differ = sorted(tid for tid, st in best.tests.items() if statuses.get(tid) != st)
             result.update(ok=bool(statuses), statuses_same=same, statuses_differ=differ[:50],
@@ -165,42 +163,6 @@ def reproduce(sh: Callable, todo: str, recipe: Recipe, runner: runners.Runner, s
         return r, None, None
     f = sh(pins.FREEZE, 300) if recipe.pins else None
     return r, f, sh(runner.run(JUNIT), search.test_timeout, tests=True) if tests else None
-
-
-def _judge_pass(search: Search, best: Branch, statuses: dict[str, str], connection: dict) -> dict:
-    """The replay ran the tests with the completeness pass's installs, which the branch did not (search.py,
-    _defer_tests): the pass is kept when they do no worse than the branch's run before it, and the result's
-    per-test statuses are then the replay's. Otherwise `pass_worse` says why, and the engine goes back to the
-    state before the pass and replays that."""
-    saved = best.before_pass[0]
-    before = (reached(saved[1]), pass_ratio(saved[2]), saved[7].get("missing", 0))
-    after = (4 if statuses else 3, pass_ratio(statuses), best.scan.get("missing", 0))
-    keep, why = complete.keeps(before, after)
-    if not keep:
-        return {"ok": False, "pass_worse": why,
-                "detail": f"with the completeness pass's installs, on a clean replay: {why}"}
-    same = sum(1 for tid, st in statuses.items() if saved[2].get(tid) == st)
-    changed = sorted(tid for tid, st in statuses.items() if saved[2].get(tid) != st)
-    best.tests, best.connection = statuses, connection
-    l4 = next(lv for lv in best.levels if lv.level == 4)
-    l4.detail = f"{runners.summary(statuses)} (the clean replay's run, with the completeness pass's installs)"
-    best.completion.update(tested=f"L4, pass ratio {after[1]:.3f}, by the clean replay", detail=why)
-    return {"ok": True, "statuses_same": same, "statuses_differ": changed[:50],
-            "detail": f"a clean replay runs the tests with the completeness pass's installs: "
-                      f"{runners.summary(statuses)}; {same} of {len(statuses)} per-test statuses as before the pass"}
-
-
-def undo_pass(yard: Yard, search: Search, best: Branch, why: str) -> None:
-    """Back to the branch's state before the completeness pass: its recipe, results and snapshot, pinned."""
-    saved, snap = best.before_pass
-    Search.restore(best, best.recipe, saved)
-    drop_image(yard, best.image)
-    best.image, best.before_pass = snap, None
-    with setup_sandbox(yard, snap, search.cache) as sb:  # the pins of that state (search.pin)
-        search.pin(best.recipe, lambda c, timeout: sb.exec(c, cwd="/", env=setup_env(best.recipe.env),
-                                                          timeout=timeout, max_output=400_000))
-    best.completion.update(kept=False, missing_after=best.completion.get("missing_before"),
-                           detail=f"{why} (on the clean replay)", tested="by the clean replay")
 
 
 def logged(yard: Yard, sb: Sandbox, cwd: str, env: dict[str, str], log: list[str]) -> Callable:
@@ -551,10 +513,10 @@ def same_run(a: Recipe, b: Recipe) -> bool:
 class HeadStarts:
     """The head starts of one setup: the latest is the one the replay may use. The first may begin with the
     search, its system steps only (start); a branch offers one (`when`, see Search.on_ready) when its installs
-    are done and none runs yet or only the system steps' does ("installed": steps only), when its tests
-    collect, when it has won, and after each install of its completeness pass: a head start its recipe goes on
-    from runs the steps added since (the pass's installs, as the branch makes it) and the replay's run of the
-    tests after them; one it no longer goes on from (other steps, changed versions) goes back to a state it
+    are done and none runs yet or only the system steps' does ("installed": steps only), after each install of
+    its completeness pass while it runs alone ("following": steps only), when its tests collect and when it has
+    won: a head start its recipe goes on from runs the steps added since (the pass's installs, as the branch
+    makes them) and, but for "following", the replay's run of the tests after them; one it no longer goes on from (other steps, changed versions) goes back to a state it
     saved that the recipe does go on from (HeadStart.rewind), or else is replaced, except by a branch whose
     tests collect while another branch runs ("collected": until one wins, the first stays)."""
 
@@ -583,15 +545,15 @@ class HeadStarts:
                     if len(spec.steps) > len(head.recipe.steps):
                         head.extend(spec)
                     # its tests collect, or it has won: the replay's run of them may begin, after the steps
-                    # (also when begun at "installed", which asked for none)
-                    if when != "installed":
+                    # (also when begun at "installed", which asked for none); not while a pass installs more
+                    if when not in ("installed", "following"):
                         head.try_tests(spec)
                     return
                 if keep_first:
                     return
             self.close()
-            self.started.append(HeadStart(self.yard, self.search, spec, tests=when not in ("installed", "start"),
-                                          when=when))
+            self.started.append(HeadStart(self.yard, self.search, spec,
+                                          tests=when not in ("installed", "start", "following"), when=when))
 
     def close(self) -> None:
         for head in self.started:

@@ -150,31 +150,13 @@ class Branch:
     sandboxes: set = field(default_factory=set)  # every sandbox the branch has open (its workspace, a base build)
     scan: dict = field(default_factory=dict)  # the last L2 scan: missing (count), modules, imports, files, entries
     completion: dict = field(default_factory=dict)  # what the completeness pass did (complete.py), when it ran
-    # L4 with a good pass ratio reached, before the optional completeness pass: the branch has won
-    won: bool = False
-    in_pass: bool = False  # in the completeness pass, which the search's time limit may stop (not the branch)
-    # A completeness pass whose test run is left to the clean replay (engine.py): what the branch had before it
-    # (the saved state, and a snapshot of the sandbox then), for going back when the tests are worse with it.
-    before_pass: tuple | None = None
-    pass_lock: threading.Lock = field(default_factory=threading.Lock)
+    won: bool = False  # L4 with a good pass ratio reached, before the integrity check and snapshot
 
     def drop_images(self, yard: Yard) -> None:
-        """Remove the branch's temporary images (its final state, and the one before a pending pass)."""
+        """Remove the branch's temporary image (its final state)."""
         if self.image is not None:
             drop_image(yard, self.image)
             self.image = None
-        if self.before_pass is not None:
-            drop_image(yard, self.before_pass[1])
-            self.before_pass = None
-
-    def stop_pass(self) -> bool:
-        """Stop the completeness pass this branch is in (it rolls back and the branch goes on with what it had);
-        False when the branch is not in it."""
-        with self.pass_lock:
-            if not self.in_pass or self.ws is None:
-                return False
-            self.ws.interrupt()
-            return True
 
     @property
     def level(self) -> int:
@@ -199,10 +181,6 @@ class Cancelled(Exception):
     """The search no longer needs this branch."""
 
 
-class Stopped(Exception):
-    """The optional work a branch was doing (the completeness pass) was stopped; the branch goes on."""
-
-
 class Workspace:
     """A branch's sandbox, with transactions: `begin` snapshots, `rollback` reopens from that snapshot."""
 
@@ -213,7 +191,6 @@ class Workspace:
         self.snapshots: list[Image] = []
         self.sb: Sandbox | None = None
         self._lock = threading.Lock()
-        self.interrupted = threading.Event()  # the work in progress was stopped: commands raise Stopped until rollback
         self._open(image)
 
     def _open(self, image: Image) -> None:
@@ -226,18 +203,12 @@ class Workspace:
     def sh(self, command: str, cwd: str, timeout: float):
         if self.cancel.is_set():
             raise Cancelled()
-        if self.interrupted.is_set():
-            raise Stopped()
         try:
             r = self.sb.exec(command, cwd=cwd, env=self.env, timeout=timeout, max_output=400_000)
         except EnvyardError:
             if self.cancel.is_set():
                 raise Cancelled() from None
-            if self.interrupted.is_set():
-                raise Stopped() from None
             raise
-        if self.interrupted.is_set():  # killed half-way: its result means nothing
-            raise Stopped()
         self.log.append(f"$ {command}\n{r.stdout}{r.stderr}[exit {r.exit_code}{', timed out' if r.timed_out else ''}, "
                         f"{r.duration:.1f}s]\n")
         if r.exit_code != 0:  # a full disk is the machine's problem: stop the whole setup, blame nothing else
@@ -257,14 +228,7 @@ class Workspace:
 
     def rollback(self, snap: Image) -> None:
         self.kill()
-        self.interrupted.clear()
         self._open(snap)
-
-    def interrupt(self) -> None:
-        """Stop the command running now, from another thread, without cancelling the branch: it (and every
-        command after it) raises Stopped until `rollback` reopens the sandbox from a snapshot."""
-        self.interrupted.set()
-        self.kill()
 
     def kill(self) -> None:
         """Close the sandbox; from another thread this stops whatever runs now (the branch sees Cancelled)."""
@@ -316,8 +280,9 @@ class Search:
         self._won_lock = threading.Lock()
         # Called in a branch's thread when the replay's installs can start (engine.py, replay.HeadStarts), with
         # `when`: "installed" (its installs are done and no other branch runs: a core is free), "collected" (its
-        # tests collect while another branch runs), "ready" (its tests collect and no other branch runs, it has
-        # won and the others are cancelled, or, having won, its completeness pass installed something more).
+        # tests collect while another branch runs), "ready" (its tests collect and no other branch runs, or it
+        # has won and the others are cancelled), "following" (its completeness pass installed something and no
+        # other branch runs: the steps only; the replay's run of the tests waits for the pass to end).
         self.on_ready: Callable[[Branch, Workspace, Recipe, str], None] | None = None
 
     def track(self, sb: Sandbox, alive: bool = True) -> None:
@@ -343,10 +308,10 @@ class Search:
                     out_of_time = settled = True
                     queue.clear()
                     for other in running.values():
-                        if not other.stop_pass():  # a branch in its completeness pass keeps what it had before
+                        if not other.won:  # one that has won only checks its sources and takes its snapshot
                             self._cancel(other, f"the search's time limit ({self.time_limit:.0f}s) passed")
                 early = next((b for b in running.values() if b.won and b.state == "running"), None)
-                if winner is None and early is not None:  # L4 reached, only the optional pass left: it has won
+                if winner is None and early is not None:  # L4 reached, only the snapshot left: it has won
                     settled = True
                     queue.clear()
                     for other in running.values():
@@ -505,21 +470,16 @@ class Search:
             if b.level >= 1 or b.levels[-1].ok is None:
                 b.levels.append(self._scan(b, ws, recipe))
                 b.levels.append(self._fixing_level(b, ws, recipe, 3, "tests collected", "collect", self._collect))
+                # the completeness pass before the tests run: they then run once, with its installs, and the
+                # replay's run of them can begin beside theirs (the recipe is final but for what L4 repairs)
+                pending = self._complete(b, ws, recipe) if self._pass_expected(b) else None
                 if b.levels[-1].ok:  # the replay (installs, then its run of the tests) may start beside the run
-                    if self._alone(b):
-                        self._ready(b, ws, recipe, "ready")
-                    elif not self._pass_expected(b):  # (a pass's installs would start beside it anyway)
-                        self._ready(b, ws, recipe, "collected")
+                    self._ready(b, ws, recipe, "ready" if self._alone(b) else "collected")
                     b.levels.append(self._run_tests(b, ws, recipe))
-                # the search need not wait for the optional pass below to stop the other branches
+                    if pending is not None:
+                        self._settle_pass(b, ws, recipe, *pending)
                 if self._claim_win(b):
                     self._ready(b, ws, recipe)
-                if self._pass_expected(b):
-                    self._complete(b, ws, recipe)
-                    # the tests first collected with the pass's installs, which then ran them (testtools): a
-                    # good L4 reached there wins now, and its replay starts
-                    if not b.won and self._claim_win(b):
-                        self._ready(b, ws, recipe)
                 b.integrity = self._integrity(b, ws)
         if b.levels[0].ok:
             self.pin(recipe, lambda command, timeout: ws.sh(command, "/", timeout))
@@ -529,10 +489,7 @@ class Search:
         b.doing = f"L{b.level}" if b.level >= 0 else "failed"
 
     def _pass_expected(self, b: Branch) -> bool:
-        """Whether the branch goes on to the completeness pass after its tests (L2 counts missing imports). Its
-        installs then start the replay's head start as they are made, on the core the other branch frees when
-        this one wins: started earlier beside both branches' work, it only slowed the tests' run (measured:
-        nose2, django-guardian)."""
+        """Whether the branch runs the completeness pass before its tests (L2 counts missing imports)."""
         return bool(self.complete and b.scan.get("missing") and not b.bug)
 
     def _alone(self, b: Branch) -> bool:
@@ -554,15 +511,16 @@ class Search:
             return  # another branch won (a moment before this one): the replay will be of its recipe
         try:
             self.on_ready(b, ws, recipe, when)
-        except (Cancelled, Stopped):
+        except Cancelled:
             raise
         except Exception as e:  # noqa: BLE001 - what starts early only saves time; the branch goes on
             b.log.append(f"(the replay's head start did not start: {type(e).__name__}: {e})\n")
 
     def _follow(self, b: Branch, ws: Workspace, recipe: Recipe) -> None:
-        """The winner's completeness pass installed something: the replay's head start installs it too, now."""
-        if b.won:
-            self._ready(b, ws, recipe)
+        """The completeness pass installed something: while no other branch runs, the replay's head start installs
+        it too, now, on the free core (its run of the tests waits for the pass to end)."""
+        if self._alone(b):
+            self._ready(b, ws, recipe, "following")
 
     def pin(self, recipe: Recipe, sh: Callable[[str, float], object]) -> None:
         """Record in the recipe the exact versions its environment has (pins.py), with `sh(command, timeout)`
@@ -813,49 +771,28 @@ class Search:
                               + (f" (tried and rejected: {', '.join(sorted(rejected))})" if rejected else "")))
         return steps
 
-    def _complete(self, b: Branch, ws: Workspace, recipe: Recipe) -> None:
-        """The completeness pass (complete.py), as one transaction: install what the project declares and what its
-        code imports, scan and collect the tests again, and keep it only when fewer imports are missing and the
-        tests are no worse; otherwise roll back to the snapshot before it. Whether the tests are worse is known
-        after the clean replay's run of them (engine.py), when they collect in both (see _defer_tests)."""
+    def _complete(self, b: Branch, ws: Workspace, recipe: Recipe) -> tuple | None:
+        """The completeness pass (complete.py), before the tests run, as one transaction: install what the
+        project declares and what its code imports, then scan and collect the tests again. Kept for now when
+        fewer imports are missing and the tests collect no worse; otherwise rolled back to the snapshot before it.
+        Returns (what the branch had before it, that snapshot) when kept: the tests' run settles it
+        (_settle_pass)."""
         t = time.monotonic()
-        before = (b.level, b.pass_ratio, b.scan["missing"])
-        saved = (copy.deepcopy(recipe), list(b.levels), dict(b.tests), b.collected, dict(b.connection),
-                 list(b.repairs), dict(b.guessed), dict(b.scan))
+        before = (b.level, None, b.scan["missing"])
+        saved = self.state(b, recipe)
         self._say(b, "completeness pass")
         snap = ws.begin()
-        with b.pass_lock:
-            b.in_pass = True
-        try:
-            self._complete_pass(b, ws, recipe, t, before, saved, snap)
-        except Exception:  # noqa: BLE001 - once interrupted, whatever failed did so because its sandbox was killed
-            if not ws.interrupted.is_set():
-                raise
-        finally:
-            with b.pass_lock:  # from here on, the time limit cancels the branch instead of stopping the pass
-                b.in_pass = False
-        if ws.interrupted.is_set():  # the search's time limit passed: back to what the branch had before the pass
-            self._undefer(b, ws)
-            self.restore(b, recipe, saved)
-            ws.rollback(snap)
-            b.completion = {"ran": True, "kept": False, "installed": [], "mapped": {}, "not_installed": [],
-                            "missing_before": before[2], "missing_after": before[2],
-                            "detail": "stopped: the search's time limit passed",
-                            "seconds": round(time.monotonic() - t, 1)}
-        else:  # rolled back: a head start that followed the pass is replaced by one of the recipe before it
-            self._follow(b, ws, recipe)
+        kept = self._complete_pass(b, ws, recipe, t, before, saved, snap)
+        return (saved, snap) if kept else None
 
     def _complete_pass(self, b: Branch, ws: Workspace, recipe: Recipe, t: float, before: tuple, saved: tuple,
-                       snap: Image) -> None:
+                       snap: Image) -> bool:
         done: list[str] = []
         failed: list[str] = []
-        # A suite whose run passed the time limit before the pass would only pass it again (dask: 600 s for
-        # nothing): then the pass is judged on collection and missing imports alone.
-        rerun_tests = not b.tests_timed_out
         r = ws.sh(complete.FREEZE_STEP, self.workdir, 300)
         if r.exit_code != 0:
             b.completion = {"ran": False, "detail": f"could not record the installed versions (exit {r.exit_code})"}
-            return
+            return False
         recipe.steps.append(complete.step("the versions installed so far constrain it", complete.FREEZE_STEP))
 
         def budget_left() -> bool:
@@ -921,58 +858,66 @@ class Search:
             ws.rollback(snap)
             b.completion = {**info, "kept": False, "missing_after": before[2], "detail": "nothing more installed",
                             "seconds": round(time.monotonic() - t, 1)}
-            return
+            return False
         if not scan.ok and b.scan["missing"] >= before[2]:
-            after = (before[0], before[1], b.scan["missing"])  # nothing gained: no need to run the tests again
+            after = (before[0], None, b.scan["missing"])  # nothing gained: no need to collect the tests again
         else:
-            levels = [lv for lv in b.levels if lv.level < 2] + [scan]
-            b.levels = levels
+            b.levels = [lv for lv in b.levels if lv.level < 2] + [scan]
             if before[0] >= 1:
                 b.levels.append(self._fixing_level(b, ws, recipe, 3, "tests collected", "collect", self._collect))
-                if b.levels[-1].ok and rerun_tests and before[0] >= 4 and runners.of_recipe(recipe).collect:
-                    self._defer_tests(b, ws, saved, snap, info)
-                elif b.levels[-1].ok and rerun_tests:
-                    b.levels.append(self._run_tests(b, ws, recipe))
-                elif b.levels[-1].ok:
-                    b.levels += [lv for lv in saved[1] if lv.level == 4]  # the run before the pass, as it was
-                    info["tests"] = "not run again: their run passed the time limit before the pass"
-            after = (b.level, b.pass_ratio, b.scan["missing"])
+            after = (b.level, None, b.scan["missing"])
         keep, why = complete.keeps(before, after)
-        info.update(kept=keep, missing_after=after[2] if keep else before[2], detail=why,
-                    tested=f"L{after[0]}" + (f", pass ratio {after[1]:.3f}" if after[1] is not None else ""))
-        if b.before_pass is not None:
-            info["tested"] = "by the clean replay"
+        info.update(kept=keep, missing_after=after[2] if keep else before[2], detail=why, tested=f"L{after[0]}")
         if not keep:
             self._say(b, "completeness pass: rolling back")
-            self._undefer(b, ws)
             self.restore(b, recipe, saved)
             ws.rollback(snap)
         b.completion = {**info, "seconds": round(time.monotonic() - t, 1)}
+        return keep
+
+    def _settle_pass(self, b: Branch, ws: Workspace, recipe: Recipe, saved: tuple, snap: Image) -> None:
+        """The tests ran with the completeness pass's installs. The pass stays when they are verified there (L4,
+        pass ratio >= GOOD_RATIO), when their run passed the time limit (again without it would only pass it
+        again), or when they did not collect without it. Otherwise they run again without it, and the pass stays
+        only when the tests are no worse with it (complete.keeps); else the branch goes back to the state without
+        it, with that run's results."""
+        with_pass = (b.level, b.pass_ratio, b.scan["missing"])
+        tested = f"L{with_pass[0]}" + (f", pass ratio {with_pass[1]:.3f}" if with_pass[1] is not None else "")
+        b.completion["tested"] = tested
+        if b.good or b.tests_timed_out or reached(saved[1]) < 3:
+            if b.tests_timed_out:
+                b.completion["tests"] = "not run again without the pass: their run passed the time limit"
+            return
+        self._say(b, "completeness pass: the tests again, without it")
+        t = time.monotonic()
+        kept_state = self.state(b, recipe)
+        snap_with = ws.begin()
+        self.restore(b, recipe, saved)
+        ws.rollback(snap)
+        b.levels.append(self._run_tests(b, ws, recipe))
+        without = (b.level, b.pass_ratio, b.scan["missing"])
+        keep, why = complete.keeps(without, with_pass)
+        if keep:
+            self.restore(b, recipe, kept_state)
+            ws.rollback(snap_with)
+        b.completion.update(kept=keep, missing_after=with_pass[2] if keep else without[2], detail=why,
+                            tested=f"{tested}; without it L{without[0]}" + (
+                                f", pass ratio {without[1]:.3f}" if without[1] is not None else ""),
+                            seconds=round(b.completion.get("seconds", 0) + time.monotonic() - t, 1))
+        if not keep:
+            self._say(b, "completeness pass: rolled back")
 
     @staticmethod
-    def _defer_tests(b: Branch, ws: Workspace, saved: tuple, snap: Image, info: dict) -> None:
-        """The tests collect with the pass's installs: their run is left to the clean replay (engine.py), which runs
-        the whole suite on the final recipe anyway, so the suite runs once fewer. The branch keeps its L4 result
-        from before the pass, and the snapshot taken then, which the engine goes back to (and replays) when the
-        tests do worse with the pass."""
-        l4 = next(lv for lv in saved[1] if lv.level == 4)
-        b.levels.append(LevelResult(4, l4.name, l4.ok, f"{l4.detail} (before the completeness pass; the clean "
-                                    "replay runs them with it)", l4.seconds))
-        ws.snapshots.remove(snap)  # it outlives the workspace
-        b.before_pass = (saved, snap)
-        info["tests"] = "run by the clean replay, with the pass's installs"
-
-    @staticmethod
-    def _undefer(b: Branch, ws: Workspace) -> None:
-        """The pass is rolled back in the branch after all: its snapshot goes back to the workspace's."""
-        if b.before_pass is not None:
-            ws.snapshots.append(b.before_pass[1])
-            b.before_pass = None
+    def state(b: Branch, recipe: Recipe) -> tuple:
+        """What `restore` puts back: the recipe and the branch's results."""
+        return (copy.deepcopy(recipe), list(b.levels), dict(b.tests), b.collected, dict(b.connection),
+                list(b.repairs), dict(b.guessed), dict(b.scan), b.tests_timed_out, b.root_refusal)
 
     @staticmethod
     def restore(b: Branch, recipe: Recipe, saved: tuple) -> None:
-        """Put back what the branch had when `saved` was taken (a completeness pass undone)."""
-        old, b.levels, b.tests, b.collected, b.connection, b.repairs, b.guessed, b.scan = saved
+        """Put back what the branch had when `saved` was taken (Search.state)."""
+        (old, b.levels, b.tests, b.collected, b.connection, b.repairs, b.guessed, b.scan, b.tests_timed_out,
+         b.root_refusal) = saved
         recipe.__dict__.update(old.__dict__)
 
     def _find_distribution(self, b: Branch, ws: Workspace, module: str, cands: list[str], rejected: set,
