@@ -129,9 +129,10 @@ def test_snapshot_then_new_sandboxes_see_the_state_and_reset_forgets_it(dyard, d
 
 
 def test_limits_go_to_the_containers_host_config(dyard, debian):
-    with dyard.sandbox(debian, limits={"memory": "256M", "pids": 64, "cpus": 0.5}) as sb:
+    with dyard.sandbox(debian, limits={"memory": "256M", "pids": 64, "cpus": 0.5, "cpu_shares": 256}) as sb:
         host = json.loads(docker("inspect", f"envyard-{sb.id}").stdout)[0]["HostConfig"]
         assert host["Memory"] == 256 << 20 and host["PidsLimit"] == 64 and host["NanoCpus"] == 500_000_000
+        assert host["CpuShares"] == 256
         assert host["NetworkMode"] == "none"
         r = sb.exec("python3 -c 'x = bytearray(1 << 30)' 2>/dev/null || "
                     "head -c 600m /dev/zero | tail > /dev/null", timeout=60)

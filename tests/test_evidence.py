@@ -414,6 +414,32 @@ def test_yaml_fallback_reader_gives_the_same_ci_facts(monkeypatch):
     assert with_pyyaml == without and len(without) > 15
 
 
+def test_ci_tools_the_tests_never_run_are_not_installed(tmp_path):
+    """A CI installs a Go toolchain for a conformance runner, pandoc for its docs (setup.py's `pypandoc` import
+    is not pandoc), Python 2, git and a library: the tools no test or build file runs are marked unused and
+    left out of the apt step (with a note); git, which a test runs, and the library stay."""
+    from envyard.setup.interpreters import host_interpreter
+    from envyard.setup.plan import Candidate, plan
+
+    write(tmp_path, {
+        ".travis.yml": "language: python\naddons:\n  apt:\n    packages:\n    - golang-1.15\n    - pandoc\n"
+                       "    - python2.7\n    - git\n    - libyaml-dev\n    - sqlite3\n",
+        "setup.py": "try:\n    from pypandoc import convert\nexcept ImportError:\n    convert = None\n",
+        "tests/test_cli.py": "import subprocess\n\n\ndef test_repo(tmp_path):\n"
+                             "    subprocess.run(['git', 'init', str(tmp_path)], check=True)\n"
+                             "    # sqlite3 is the standard module here, not the program: still a word, so kept\n"
+                             "    # and let's go: prose does not name the go program\n",
+        "pkg/__init__.py": ""})
+    e = gather(tmp_path)
+    when = {f.value["name"]: f.value.get("when", "always") for f in e.of("system_package")}
+    assert when == {"golang-1.15": "unused", "pandoc": "unused", "python2.7": "unused", "git": "always",
+                    "libyaml-dev": "always", "sqlite3": "always"}, when
+    recipe = plan(e, Candidate(host_interpreter()))
+    [apt] = [s for s in recipe.steps if s.kind == "apt"]
+    assert apt.command.split()[-3:] == ["git", "libyaml-dev", "sqlite3"], apt.command
+    assert any(n.startswith("not installed: golang-1.15, pandoc, python2.7") for n in recipe.notes), recipe.notes
+
+
 def test_yaml_keeps_versions_as_text():
     doc = yamltext.load_all("m:\n  python-version: [3.10, 3.8]\n", use_pyyaml=False)[0]
     assert doc["m"]["python-version"] == ["3.10", "3.8"]

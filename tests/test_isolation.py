@@ -117,6 +117,38 @@ def test_cpu_limit_applies(yard, host):
             assert quota.read_text().strip() == "20000"
 
 
+@needs_cgroups
+def test_cpu_shares_weigh_sandboxes_that_contend_for_a_core(yard, host):
+    """Two sandboxes spin on the same core for 2 s: the one with 8x the weight gets most of it (the kernel
+    divides a contended core by cpu.shares / cpu.weight); neither is capped."""
+    import threading
+
+    spin = ("taskset -c 0 python3 -c 'import time\nn, end = 0, time.monotonic() + 2\n"
+            "while time.monotonic() < end: n += 1\nprint(n)'")
+    counts = {}
+    with yard.sandbox(host, limits={"cpu_shares": 128}) as light, \
+            yard.sandbox(host, limits=envyard.Limits(cpu_shares=1024)) as heavy:
+        assert light._h.cg.dirs and Path(light._h.cg.dirs[-1]).name.startswith("envyard-")
+        runs = [threading.Thread(target=lambda name=name, sb=sb: counts.__setitem__(name, sb.exec(spin, timeout=60)))
+                for name, sb in (("light", light), ("heavy", heavy))]
+        for t in runs:
+            t.start()
+        for t in runs:
+            t.join()
+    assert all(r.exit_code == 0 for r in counts.values()), counts
+    light_n, heavy_n = (int(counts[k].stdout) for k in ("light", "heavy"))
+    assert heavy_n > 3 * light_n, (heavy_n, light_n)
+
+
+def test_cpu_shares_out_of_range_are_refused():
+    for bad in (1, 262145, 0.5, True, "512"):
+        with pytest.raises(envyard.BadInput, match="cpu_shares"):
+            envyard.Limits(cpu_shares=bad)
+    assert envyard.Limits.coerce({"cpu_shares": 2}).cpu_shares == 2
+    from envyard.runtime.limits import cpu_weight
+    assert (cpu_weight(2), cpu_weight(1024), cpu_weight(262144)) == (1, 39, 10000)
+
+
 def test_rlimit_fallback_when_cgroups_unavailable(yard, host, monkeypatch, caplog):
     monkeypatch.setenv("ENVYARD_NO_CGROUPS", "1")
     cg = Cgroups()

@@ -452,10 +452,58 @@ def test_a_branch_the_winner_cancelled_does_not_win_when_it_returns_after(tmp_pa
         yard.close()
 
 
+def test_a_branch_wins_before_its_completeness_pass_which_the_time_limit_stops(tmp_path):
+    """Branch 0 reaches L4 with a good pass ratio while branch 1 is inside a slow suite: branch 1 is cancelled
+    at once, not when branch 0 has also finished its completeness pass (which waits for the tests while another
+    branch runs). That pass then hangs (an extra whose build sleeps): the search's time limit stops the pass,
+    not the branch, which rolls back to what it had and is the result."""
+    import envyard
+    from envyard.setup.evidence import gather
+    from envyard.setup.interpreters import host_interpreter
+    from envyard.setup.plan import Candidate, Step
+    from envyard.setup.search import Search
+
+    src = copy_fixture(tmp_path, **{'test = ["pytest>=7"]': 'test = ["pytest>=7"]\n'
+                                    'docs = ["slowbuild @ file:///work/tinycalc/slowbuild"]'})
+    (src / "slowbuild").mkdir()
+    (src / "slowbuild" / "setup.py").write_text("import os\nos.system('sleep 902')\n")
+    (src / "src" / "tinycalc" / "extra.py").write_text("import msgpack\n")  # missing: the pass runs
+    mark = "/root/.cache/uv/envyard-pass-slow-started"
+    (src / "tests" / "test_calc.py").write_text(
+        "import os, time\nfrom tinycalc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
+        "def test_suite():\n    if os.path.exists('/opt/envyard-race-slow'):\n"
+        f"        open({mark!r}, 'w').close()\n        os.system('sleep 903')\n"
+        f"    else:\n        for _ in range(600):\n            if os.path.exists({mark!r}):\n                break\n"
+        "            time.sleep(0.5)\n")
+    yard = envyard.Yard(tmp_path / "home")
+    limit = 75
+    try:
+        host = host_interpreter()
+        search = Search(yard, gather(src), src, "/work/tinycalc", [host], jobs=2, step_timeout=600,
+                        test_timeout=1200, time_limit=limit)
+        slow = Candidate(host, None, "slow", (Step("repair", "touch /opt/envyard-race-slow", "the slow suite"),))
+        t = time.monotonic()
+        best = search.run([Candidate(host, None, "fast"), slow])
+        assert time.monotonic() - t < limit + 45
+        assert best.id == 0 and best.good and best.pass_ratio == 1.0, (best.reason, best.levels)
+        assert best.completion["detail"] == "stopped: the search's time limit passed", best.completion
+        assert not any("slowbuild" in step.command for step in best.recipe.steps)  # rolled back
+        other = search.branches[1]
+        assert other.state == "cancelled" and "branch 0 won" in other.reason, other.reason
+        assert other.ended - t < limit - 5, (other.ended - t)  # not when branch 0 finished
+        for cmd in ("sleep 902", "sleep 903"):
+            assert subprocess.run(["pgrep", "-fx", cmd], capture_output=True).returncode == 1, cmd
+        yard.store.remove_image(best.image.name)
+    finally:
+        yard.close()
+        yard.gc()
+    assert not [s for s in yard.sandboxes()]
+
+
 def test_the_time_limit_stops_a_branch_in_its_completeness_pass(tmp_path):
-    """The completeness pass runs before the tests, so it is part of the search: when the search's time limit
-    passes while both branches' passes hang (an extra whose build sleeps), both are cancelled at once, every
-    process of theirs is killed, and the result says the limit passed before any branch finished."""
+    """A branch alone runs the completeness pass before its tests, as part of the search: when the search's time
+    limit passes while that pass hangs (an extra whose build sleeps), the branch is cancelled at once, every
+    process of it is killed, and the result says the limit passed before any branch finished."""
     import envyard
     from envyard.setup.evidence import gather
     from envyard.setup.interpreters import host_interpreter
@@ -473,9 +521,8 @@ def test_the_time_limit_stops_a_branch_in_its_completeness_pass(tmp_path):
         host = host_interpreter()
         search = Search(yard, gather(src), src, "/work/tinycalc", [host], jobs=2, step_timeout=600,
                         test_timeout=1200, time_limit=limit)
-        other = Candidate(host, "2024-01-01T00:00:00Z", "cut-off")
         t = time.monotonic()
-        best = search.run([Candidate(host, None, "first"), other])
+        best = search.run([Candidate(host, None, "alone")])
         assert time.monotonic() - t < limit + 30
         for b in search.branches:
             assert b.state == "cancelled" and "time limit" in b.reason, (b.state, b.reason)

@@ -46,8 +46,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         complete: bool = typer.Option(True, "--complete/--no-complete",
                                       help="When the L2 scan counts missing imports, install what the code imports "
                                            "(all extras, requirement files, dependency groups, the distributions "
-                                           "of imported modules) before the tests run, and keep it only if the "
-                                           "tests are verified with it or no worse than without it."),
+                                           "of imported modules), and keep it only if the tests are verified with "
+                                           "it or no worse than without it."),
     ):
         """Install a Python project in a sandbox, verify it level by level, save it as an image with a contract.
 

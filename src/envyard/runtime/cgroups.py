@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from ..record import Record
-from .limits import Limits
+from .limits import Limits, cpu_weight
 from ..log import log
 
 
@@ -136,7 +136,8 @@ class Cgroups:
             return []
         if self.mode == "v2":
             return [str(CGROUP_ROOT / "envyard" / sandbox_id)]
-        controllers = ["pids"] + ["memory"] * bool(limits.memory_bytes) + ["cpu"] * bool(limits.cpus)
+        controllers = (["pids"] + ["memory"] * bool(limits.memory_bytes)
+                       + ["cpu"] * bool(limits.cpus or limits.cpu_shares))
         return [str(self._v1_parent(c) / f"envyard-{sandbox_id}") for c in controllers]
 
     def _create_v1(self, sandbox_id: str, limits: Limits, pids: int) -> CgroupSet:
@@ -146,6 +147,8 @@ class Cgroups:
             settings["memory"] = {"memory.limit_in_bytes": str(limits.memory_bytes)}
         if limits.cpus:
             settings["cpu"] = {"cpu.cfs_period_us": str(CPU_PERIOD_US), "cpu.cfs_quota_us": str(int(limits.cpus * CPU_PERIOD_US))}
+        if limits.cpu_shares:
+            settings.setdefault("cpu", {})["cpu.shares"] = str(limits.cpu_shares)
         try:
             for controller, files in settings.items():
                 d = self._v1_parent(controller) / f"envyard-{sandbox_id}"
@@ -178,6 +181,8 @@ class Cgroups:
                 (d / "memory.swap.max").write_text("0") if (d / "memory.swap.max").exists() else None
             if limits.cpus:
                 (d / "cpu.max").write_text(f"{int(limits.cpus * CPU_PERIOD_US)} {CPU_PERIOD_US}")
+            if limits.cpu_shares:
+                (d / "cpu.weight").write_text(str(cpu_weight(limits.cpu_shares)))
         except OSError:
             self.remove(cg.dirs)
             raise

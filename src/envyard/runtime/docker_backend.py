@@ -382,6 +382,8 @@ class DockerSandbox:
             args["pids_limit"] = int(limits.pids)
         if limits.cpus is not None:
             args["nano_cpus"] = int(float(limits.cpus) * 1e9)
+        if limits.cpu_shares is not None:
+            args["cpu_shares"] = limits.cpu_shares
         volumes = {h: {"bind": c, "mode": "rw"} for h, c in spec.binds}
         volumes.update({h: {"bind": c, "mode": "ro"} for h, c in spec.ro_binds})
         if volumes:

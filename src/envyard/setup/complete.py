@@ -4,7 +4,7 @@ EnvBench counts a Python setup as a success when pyright finds no missing import
 (`reportMissingImports`), docs, examples and optional back-ends included. The recipe installs what the tests
 need (test-like extras and groups, root requirement files), so L2 usually still counts imports of optional
 features. This pass, run once L1 (or better) is reached, L2 still counts missing imports and the tests have
-been collected, before they run:
+been collected:
 
 1. installs what the project declares but the recipe left out: every extra, every requirement file (docs, dev,
    lint, nested ones), every dependency group (PEP 735, Poetry, PDM, hatch/tox/nox environments);
@@ -14,11 +14,12 @@ been collected, before they run:
 Every install in the pass is constrained to the versions already installed (a `uv pip freeze` of the
 environment taken as its first step), so it can add distributions but never up- or downgrade one. The search
 then scans and collects the tests again, and goes back to the snapshot taken before the pass unless fewer
-imports are missing and the tests collect no worse. The tests then run once, with the pass's installs (and the
-clean replay's run of them beside theirs). The pass stays when they are verified there (L4, pass ratio at least
-0.9); otherwise they run again without it, and it stays only when they are no worse with it (`keeps`: same or
-higher level, pass ratio not lower). This module decides *what* to install and *whether* to keep it;
-search.py runs it.
+imports are missing and the tests collect no worse. The tests then run with the pass's installs (and the clean
+replay's run of them beside theirs). A branch that runs alone does all this before its tests, and keeps the pass
+when they are verified with it (L4, pass ratio at least 0.9), or else runs them again without it; one that ran
+its tests beside another branch does it after them. Either way, with two runs, the pass stays only when the
+tests are no worse with it (`keeps`: same or higher level, pass ratio not lower). This module decides *what* to
+install and *whether* to keep it; search.py runs it.
 """
 
 from __future__ import annotations

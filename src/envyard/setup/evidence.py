@@ -55,8 +55,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
 from ..errors import BadInput
-from .sources import (ci, docker, docs, layout, nox, pyproject, requirements, setupcfg, setuppy, testenv, testing,
-                      tox, versioning)
+from .sources import (aptuse, ci, docker, docs, layout, nox, pyproject, requirements, setupcfg, setuppy, testenv,
+                      testing, tox, versioning)
 from .sources.base import Fact, RepoFiles, Sink
 from .sources.knowledge import system_packages
 
@@ -187,10 +187,12 @@ def _holds_python(files: RepoFiles) -> bool:
 
 
 def _derive(sink: Sink) -> None:
-    """Facts that follow from other facts: the legacy build backend, and the Debian packages that known
-    C-extension distributions need (from data/system_packages.toml)."""
+    """Facts that follow from other facts: the legacy build backend, the CI's tools the tests never run
+    (sources/aptuse.py), and the Debian packages that known C-extension distributions need (from
+    data/system_packages.toml)."""
     if not sink.of("build_backend") and sink.files.exists("setup.py"):
         sink.add("build_backend", "setuptools (legacy)", "setup.py", None, "setup.py.legacy")
+    aptuse.mark_unused_tools(sink)
     table = system_packages()
     for fact in list(sink.facts):
         if fact.kind not in ("dependency", "extra", "dependency_group", "build_requirement"):

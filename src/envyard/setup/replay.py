@@ -45,6 +45,8 @@ from .search import (JUNIT, Branch, Search, Workspace, drop_image, listed, setup
                      setup_sandbox, test_results)
 
 
+# Offers of a head start that run the steps only: the replay's run of the tests waits (HeadStarts.offer).
+STEPS_ONLY = ("start", "installed", "following")
 SYSTEM_STEPS = ("apt", "services")  # step kinds that install from Debian's archive: no Python version, no pins
 
 
@@ -513,10 +515,11 @@ def same_run(a: Recipe, b: Recipe) -> bool:
 class HeadStarts:
     """The head starts of one setup: the latest is the one the replay may use. The first may begin with the
     search, its system steps only (start); a branch offers one (`when`, see Search.on_ready) when its installs
-    are done and none runs yet or only the system steps' does ("installed": steps only), after each install of
-    its completeness pass while it runs alone ("following": steps only), when its tests collect and when it has
-    won: a head start its recipe goes on from runs the steps added since (the pass's installs, as the branch
-    makes them) and, but for "following", the replay's run of the tests after them; one it no longer goes on from (other steps, changed versions) goes back to a state it
+    are done and none runs yet or only the system steps' does ("installed": steps only), as the completeness
+    pass of the best-ranked running branch starts and after each of its installs ("following": steps only),
+    when its tests collect and when it has won: a head start its recipe goes on from runs the steps added since
+    (the pass's installs, as the branch makes them) and, but for the steps-only offers, the replay's run of the
+    tests after them; one it no longer goes on from (other steps, changed versions) goes back to a state it
     saved that the recipe does go on from (HeadStart.rewind), or else is replaced, except by a branch whose
     tests collect while another branch runs ("collected": until one wins, the first stays)."""
 
@@ -546,14 +549,13 @@ class HeadStarts:
                         head.extend(spec)
                     # its tests collect, or it has won: the replay's run of them may begin, after the steps
                     # (also when begun at "installed", which asked for none); not while a pass installs more
-                    if when not in ("installed", "following"):
+                    if when not in STEPS_ONLY:
                         head.try_tests(spec)
                     return
                 if keep_first:
                     return
             self.close()
-            self.started.append(HeadStart(self.yard, self.search, spec,
-                                          tests=when not in ("installed", "start", "following"), when=when))
+            self.started.append(HeadStart(self.yard, self.search, spec, tests=when not in STEPS_ONLY, when=when))
 
     def close(self) -> None:
         for head in self.started:

@@ -52,6 +52,7 @@ JUNIT = "/tmp/envyard-junit.xml"
 SCAN_SCRIPT = "/tmp/envyard-importscan.py"
 MAX_REPAIRS = 4  # fixes tried for one failing step or level
 MAX_BRANCHES = 5
+BACKGROUND_SHARES = 128  # CPU weight of a branch that is not the lead (search._leads); 1024 is the default
 MAX_OWN_RUNNERS = 3  # the project's runners tried when pytest's discovery ran the tests but few passed
 MAX_WIDER = 2  # the project's runners collected beside the first that did, when their file patterns find more
 UV_CACHE = "/root/.cache/uv"
@@ -79,16 +80,18 @@ def host_trust() -> tuple[dict[str, str], dict[str, str]]:
     return ({bundle: INSIDE_CA}, {"SSL_CERT_FILE": INSIDE_CA}) if bundle else ({}, {})
 
 
-def setup_sandbox(yard: Yard, image: Image, cache: Path, network: "str | PodNetwork" = "host") -> Sandbox:
+def setup_sandbox(yard: Yard, image: Image, cache: Path, network: "str | PodNetwork" = "host",
+                  cpu_shares: int | None = None) -> Sandbox:
     """A sandbox for setup work: network on (the host's, or a pod network with internet access), the shared uv
     download cache, the machine's CA bundle, and on the host's network the package indexes' addresses
-    (hosts.py)."""
+    (hosts.py); `cpu_shares` weighs it against the others when the cores are contended."""
     ro, _ = host_trust()
     if network == "host" and (names := hosts.hosts_file(yard.store.home / "cache")) is not None:
         ro = {**ro, str(names): "/etc/hosts"}
     limit = setup_disk_limit(yard)
-    limits = {"disk": limit} if limit else None
-    return yard.sandbox(image, network=network, workdir="/", binds={str(cache): UV_CACHE}, ro_binds=ro, limits=limits)
+    limits = {**({"disk": limit} if limit else {}), **({"cpu_shares": cpu_shares} if cpu_shares else {})}
+    return yard.sandbox(image, network=network, workdir="/", binds={str(cache): UV_CACHE}, ro_binds=ro,
+                        limits=limits or None)
 
 
 def setup_disk_limit(yard: Yard) -> str | None:
@@ -151,12 +154,23 @@ class Branch:
     scan: dict = field(default_factory=dict)  # the last L2 scan: missing (count), modules, imports, files, entries
     completion: dict = field(default_factory=dict)  # what the completeness pass did (complete.py), when it ran
     won: bool = False  # L4 with a good pass ratio reached, before the integrity check and snapshot
+    in_pass: bool = False  # in a completeness pass after winning, which the search's time limit stops (not the branch)
+    pass_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def drop_images(self, yard: Yard) -> None:
         """Remove the branch's temporary image (its final state)."""
         if self.image is not None:
             drop_image(yard, self.image)
             self.image = None
+
+    def stop_pass(self) -> bool:
+        """Stop the completeness pass this branch runs after winning (it rolls back and the branch goes on with
+        what it had); False when the branch is not in one."""
+        with self.pass_lock:
+            if not self.in_pass or self.ws is None:
+                return False
+            self.ws.interrupt()
+            return True
 
     @property
     def level(self) -> int:
@@ -181,34 +195,46 @@ class Cancelled(Exception):
     """The search no longer needs this branch."""
 
 
+class Stopped(Exception):
+    """The optional work a branch was doing (a completeness pass after winning) was stopped; the branch goes on."""
+
+
 class Workspace:
     """A branch's sandbox, with transactions: `begin` snapshots, `rollback` reopens from that snapshot."""
 
     def __init__(self, yard: Yard, image: Image, cache: Path, cancel: threading.Event, log: list[str],
-                 track: Callable[[Sandbox, bool], None]):
+                 track: Callable[[Sandbox, bool], None], cpu_shares: Callable[[], int | None] = lambda: None):
         self.yard, self.cache, self.cancel, self.log, self.track = yard, cache, cancel, log, track
+        self.cpu_shares = cpu_shares  # asked as each sandbox opens (each step opens one)
         self.env = setup_env()
         self.snapshots: list[Image] = []
         self.sb: Sandbox | None = None
         self._lock = threading.Lock()
+        self.interrupted = threading.Event()  # the work in progress was stopped: commands raise Stopped until rollback
         self._open(image)
 
     def _open(self, image: Image) -> None:
         with self._lock:
             if self.cancel.is_set():
                 raise Cancelled()
-            self.sb = setup_sandbox(self.yard, image, self.cache)
+            self.sb = setup_sandbox(self.yard, image, self.cache, cpu_shares=self.cpu_shares())
             self.track(self.sb, True)
 
     def sh(self, command: str, cwd: str, timeout: float):
         if self.cancel.is_set():
             raise Cancelled()
+        if self.interrupted.is_set():
+            raise Stopped()
         try:
             r = self.sb.exec(command, cwd=cwd, env=self.env, timeout=timeout, max_output=400_000)
         except EnvyardError:
             if self.cancel.is_set():
                 raise Cancelled() from None
+            if self.interrupted.is_set():
+                raise Stopped() from None
             raise
+        if self.interrupted.is_set():  # killed half-way: its result means nothing
+            raise Stopped()
         self.log.append(f"$ {command}\n{r.stdout}{r.stderr}[exit {r.exit_code}{', timed out' if r.timed_out else ''}, "
                         f"{r.duration:.1f}s]\n")
         if r.exit_code != 0:  # a full disk is the machine's problem: stop the whole setup, blame nothing else
@@ -228,7 +254,14 @@ class Workspace:
 
     def rollback(self, snap: Image) -> None:
         self.kill()
+        self.interrupted.clear()
         self._open(snap)
+
+    def interrupt(self) -> None:
+        """Stop the command running now, from another thread, without cancelling the branch: it (and every
+        command after it) raises Stopped until `rollback` reopens the sandbox from a snapshot."""
+        self.interrupted.set()
+        self.kill()
 
     def kill(self) -> None:
         """Close the sandbox; from another thread this stops whatever runs now (the branch sees Cancelled)."""
@@ -281,8 +314,8 @@ class Search:
         # Called in a branch's thread when the replay's installs can start (engine.py, replay.HeadStarts), with
         # `when`: "installed" (its installs are done and no other branch runs: a core is free), "collected" (its
         # tests collect while another branch runs), "ready" (its tests collect and no other branch runs, or it
-        # has won and the others are cancelled), "following" (its completeness pass installed something and no
-        # other branch runs: the steps only; the replay's run of the tests waits for the pass to end).
+        # has won and the others are cancelled), "following" (the completeness pass of the best-ranked running
+        # branch starts or installed something: the steps only; the replay's run of the tests waits for the pass).
         self.on_ready: Callable[[Branch, Workspace, Recipe, str], None] | None = None
 
     def track(self, sb: Sandbox, alive: bool = True) -> None:
@@ -308,8 +341,9 @@ class Search:
                     out_of_time = settled = True
                     queue.clear()
                     for other in running.values():
-                        if not other.won:  # one that has won only checks its sources and takes its snapshot
-                            self._cancel(other, f"the search's time limit ({self.time_limit:.0f}s) passed")
+                        if other.stop_pass() or other.won:
+                            continue  # its pass after the tests stops (it keeps what it had); a winner finishes
+                        self._cancel(other, f"the search's time limit ({self.time_limit:.0f}s) passed")
                 early = next((b for b in running.values() if b.won and b.state == "running"), None)
                 if winner is None and early is not None:  # L4 reached, only the snapshot left: it has won
                     settled = True
@@ -458,7 +492,8 @@ class Search:
         if cancel.is_set():
             raise Cancelled()
         b.recipe = recipe = plan(self.ev, b.cand)
-        b.ws = ws = Workspace(self.yard, base, self.cache, cancel, b.log, self._tracker(b))
+        b.ws = ws = Workspace(self.yard, base, self.cache, cancel, b.log, self._tracker(b),
+                              cpu_shares=lambda: None if self._leads(b) else BACKGROUND_SHARES)
         ws.env.update(recipe.env)  # what the project's CI gives its tests (service URLs...)
         self._say(b, "copying the source")
         ws.sb.upload(*self.upload)
@@ -470,16 +505,21 @@ class Search:
             if b.level >= 1 or b.levels[-1].ok is None:
                 b.levels.append(self._scan(b, ws, recipe))
                 b.levels.append(self._fixing_level(b, ws, recipe, 3, "tests collected", "collect", self._collect))
-                # the completeness pass before the tests run: they then run once, with its installs, and the
-                # replay's run of them can begin beside theirs (the recipe is final but for what L4 repairs)
-                pending = self._complete(b, ws, recipe) if self._pass_expected(b) else None
-                if b.levels[-1].ok:  # the replay (installs, then its run of the tests) may start beside the run
+                # Alone, the completeness pass runs before the tests: they then run once, with its installs, and
+                # the replay's run of them begins beside theirs. Beside another branch it waits until the tests
+                # have run and this branch has won (or failed): two passes at once only delayed the winner.
+                first = self._pass_expected(b) and self._alone(b)
+                pending = self._complete(b, ws, recipe) if first else None
+                if self._collected(b):  # the replay may start beside the run
                     self._ready(b, ws, recipe, "ready" if self._alone(b) else "collected")
                     b.levels.append(self._run_tests(b, ws, recipe))
                     if pending is not None:
                         self._settle_pass(b, ws, recipe, *pending)
-                if self._claim_win(b):
+                later = self._pass_expected(b) and not first
+                if self._claim_win(b) and not later:  # (a pass's first install has the replay follow it)
                     self._ready(b, ws, recipe)
+                if later:
+                    self._pass_after_tests(b, ws, recipe)
                 b.integrity = self._integrity(b, ws)
         if b.levels[0].ok:
             self.pin(recipe, lambda command, timeout: ws.sh(command, "/", timeout))
@@ -489,8 +529,19 @@ class Search:
         b.doing = f"L{b.level}" if b.level >= 0 else "failed"
 
     def _pass_expected(self, b: Branch) -> bool:
-        """Whether the branch runs the completeness pass before its tests (L2 counts missing imports)."""
+        """Whether the branch runs the completeness pass (L2 counts missing imports)."""
         return bool(self.complete and b.scan.get("missing") and not b.bug)
+
+    @staticmethod
+    def _collected(b: Branch) -> bool:
+        return b.levels[-1].level == 3 and b.levels[-1].ok is True
+
+    def _leads(self, b: Branch) -> bool:
+        """Whether `b` is the best-ranked of the running branches: the one the search expects to win. The others'
+        sandboxes get a small CPU weight, so that its steps, its tests and the replay's run of them beside
+        these (three jobs on two cores) take the cores first; an idle core still goes to the others."""
+        return not any(o.state == "running" and (o.rank, o.id) < (b.rank, b.id) for o in self.branches
+                       if o is not b)
 
     def _alone(self, b: Branch) -> bool:
         return not any(o.state == "running" for o in self.branches if o is not b)
@@ -511,15 +562,15 @@ class Search:
             return  # another branch won (a moment before this one): the replay will be of its recipe
         try:
             self.on_ready(b, ws, recipe, when)
-        except Cancelled:
+        except (Cancelled, Stopped):
             raise
         except Exception as e:  # noqa: BLE001 - what starts early only saves time; the branch goes on
             b.log.append(f"(the replay's head start did not start: {type(e).__name__}: {e})\n")
 
     def _follow(self, b: Branch, ws: Workspace, recipe: Recipe) -> None:
-        """The completeness pass installed something: while no other branch runs, the replay's head start installs
-        it too, now, on the free core (its run of the tests waits for the pass to end)."""
-        if self._alone(b):
+        """The completeness pass of the branch expected to win (_leads) starts, or installed something: the
+        replay's head start installs it too, now, beside the pass (its run of the tests waits for the pass)."""
+        if self._leads(b):
             self._ready(b, ws, recipe, "following")
 
     def pin(self, recipe: Recipe, sh: Callable[[str, float], object]) -> None:
@@ -778,11 +829,14 @@ class Search:
         Returns (what the branch had before it, that snapshot) when kept: the tests' run settles it
         (_settle_pass)."""
         t = time.monotonic()
-        before = (b.level, None, b.scan["missing"])
+        before = (min(b.level, 3), None, b.scan["missing"])  # judged here on collection; the tests come after
         saved = self.state(b, recipe)
+        self._follow(b, ws, recipe)  # the replay's installs need not wait for the pass's
         self._say(b, "completeness pass")
         snap = ws.begin()
         kept = self._complete_pass(b, ws, recipe, t, before, saved, snap)
+        if not kept and b.won:  # a head start that followed the pass goes back to the recipe before it
+            self._ready(b, ws, recipe)
         return (saved, snap) if kept else None
 
     def _complete_pass(self, b: Branch, ws: Workspace, recipe: Recipe, t: float, before: tuple, saved: tuple,
@@ -862,8 +916,9 @@ class Search:
         if not scan.ok and b.scan["missing"] >= before[2]:
             after = (before[0], None, b.scan["missing"])  # nothing gained: no need to collect the tests again
         else:
+            collected_before = any(lv.level == 3 for lv in b.levels)
             b.levels = [lv for lv in b.levels if lv.level < 2] + [scan]
-            if before[0] >= 1:
+            if collected_before:
                 b.levels.append(self._fixing_level(b, ws, recipe, 3, "tests collected", "collect", self._collect))
             after = (b.level, None, b.scan["missing"])
         keep, why = complete.keeps(before, after)
@@ -875,37 +930,88 @@ class Search:
         b.completion = {**info, "seconds": round(time.monotonic() - t, 1)}
         return keep
 
+    def _pass_after_tests(self, b: Branch, ws: Workspace, recipe: Recipe) -> None:
+        """The completeness pass of a branch whose tests ran without it (another branch ran beside them): its
+        installs, then the tests again with them, judged against the run without (_settle_pass); the replay's
+        run of them begins beside the branch's. A run without it that passed the time limit is not repeated.
+        The search's time limit stops it (Branch.stop_pass): back to what the branch had before it."""
+        saved, t = self.state(b, recipe), time.monotonic()
+        snap = ws.begin()
+        with b.pass_lock:
+            b.in_pass = True
+        try:
+            self._pass_and_tests(b, ws, recipe)
+        except Exception:  # noqa: BLE001 - once interrupted, whatever failed did so because its sandbox was killed
+            if not ws.interrupted.is_set():
+                raise
+        finally:
+            with b.pass_lock:  # from here on, the time limit cancels the branch instead of stopping the pass
+                b.in_pass = False
+        if ws.interrupted.is_set():
+            self.restore(b, recipe, saved)
+            ws.rollback(snap)
+            b.completion = {"ran": True, "kept": False, "installed": [], "mapped": {}, "not_installed": [],
+                            "missing_before": saved[7].get("missing", 0), "missing_after": saved[7].get("missing", 0),
+                            "detail": "stopped: the search's time limit passed",
+                            "seconds": round(time.monotonic() - t, 1)}
+            if b.won:
+                self._ready(b, ws, recipe)
+
+    def _pass_and_tests(self, b: Branch, ws: Workspace, recipe: Recipe) -> None:
+        pending = self._complete(b, ws, recipe)
+        if pending is None or not self._collected(b):
+            return
+        saved = pending[0]
+        if saved[8]:  # the run before the pass passed the time limit: it would again (dask: 600 s for nothing)
+            b.levels += [lv for lv in saved[1] if lv.level == 4]
+            b.completion["tests"] = "not run again: their run passed the time limit before the pass"
+            return
+        self._ready(b, ws, recipe, "ready" if self._alone(b) else "collected")
+        b.levels.append(self._run_tests(b, ws, recipe))
+        self._settle_pass(b, ws, recipe, *pending)
+        if not b.won and self._claim_win(b):  # the tests first collected with the pass's installs (testtools)
+            self._ready(b, ws, recipe)
+
     def _settle_pass(self, b: Branch, ws: Workspace, recipe: Recipe, saved: tuple, snap: Image) -> None:
-        """The tests ran with the completeness pass's installs. The pass stays when they are verified there (L4,
-        pass ratio >= GOOD_RATIO), when their run passed the time limit (again without it would only pass it
-        again), or when they did not collect without it. Otherwise they run again without it, and the pass stays
-        only when the tests are no worse with it (complete.keeps); else the branch goes back to the state without
-        it, with that run's results."""
+        """The tests ran with the completeness pass's installs. When they ran without it before the pass
+        (_pass_after_tests), the pass stays only when they are no worse with it (complete.keeps). When the pass
+        came first, it stays when they are verified with it (L4, pass ratio >= GOOD_RATIO), when their run passed
+        the time limit (again without it would only pass it again), or when they did not collect without it;
+        otherwise they run again without it, and the same comparison decides. Not kept, the branch goes back to
+        the state without it, with that run's results."""
         with_pass = (b.level, b.pass_ratio, b.scan["missing"])
-        tested = f"L{with_pass[0]}" + (f", pass ratio {with_pass[1]:.3f}" if with_pass[1] is not None else "")
+        tested = _tested(*with_pass[:2])
         b.completion["tested"] = tested
-        if b.good or b.tests_timed_out or reached(saved[1]) < 3:
+        t = time.monotonic()
+        if any(lv.level == 4 for lv in saved[1]):  # the run without it came first
+            without = (reached(saved[1]), pass_ratio(saved[2]), saved[7].get("missing", 0))
+            keep, why = complete.keeps(without, with_pass)
+            if not keep:
+                self.restore(b, recipe, saved)
+                ws.rollback(snap)
+        elif b.good or b.tests_timed_out or reached(saved[1]) < 3:
             if b.tests_timed_out:
                 b.completion["tests"] = "not run again without the pass: their run passed the time limit"
             return
-        self._say(b, "completeness pass: the tests again, without it")
-        t = time.monotonic()
-        kept_state = self.state(b, recipe)
-        snap_with = ws.begin()
-        self.restore(b, recipe, saved)
-        ws.rollback(snap)
-        b.levels.append(self._run_tests(b, ws, recipe))
-        without = (b.level, b.pass_ratio, b.scan["missing"])
-        keep, why = complete.keeps(without, with_pass)
-        if keep:
-            self.restore(b, recipe, kept_state)
-            ws.rollback(snap_with)
+        else:
+            self._say(b, "completeness pass: the tests again, without it")
+            kept_state = self.state(b, recipe)
+            snap_with = ws.begin()
+            self.restore(b, recipe, saved)
+            ws.rollback(snap)
+            b.levels.append(self._run_tests(b, ws, recipe))
+            without = (b.level, b.pass_ratio, b.scan["missing"])
+            keep, why = complete.keeps(without, with_pass)
+            if keep:
+                self.restore(b, recipe, kept_state)
+                ws.rollback(snap_with)
         b.completion.update(kept=keep, missing_after=with_pass[2] if keep else without[2], detail=why,
-                            tested=f"{tested}; without it L{without[0]}" + (
-                                f", pass ratio {without[1]:.3f}" if without[1] is not None else ""),
+                            tested=f"{tested}; without it {_tested(*without[:2])}",
                             seconds=round(b.completion.get("seconds", 0) + time.monotonic() - t, 1))
         if not keep:
             self._say(b, "completeness pass: rolled back")
+            if b.won:
+                self._ready(b, ws, recipe)
 
     @staticmethod
     def state(b: Branch, recipe: Recipe) -> tuple:
@@ -1479,6 +1585,10 @@ def pass_ratio(tests: dict[str, str]) -> float | None:
     passed = sum(1 for s in tests.values() if s == "passed")
     counted = sum(1 for s in tests.values() if s in ("passed", "failed", "error"))
     return passed / counted if counted else None
+
+
+def _tested(level: int, ratio: float | None) -> str:
+    return f"L{level}" + (f", pass ratio {ratio:.3f}" if ratio is not None else "")
 
 
 def reached(levels: list[LevelResult]) -> int:
