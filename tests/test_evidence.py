@@ -417,7 +417,8 @@ def test_yaml_fallback_reader_gives_the_same_ci_facts(monkeypatch):
 def test_ci_tools_the_tests_never_run_are_not_installed(tmp_path):
     """A CI installs a Go toolchain for a conformance runner, pandoc for its docs (setup.py's `pypandoc` import
     is not pandoc), Python 2, git and a library: the tools no test or build file runs are marked unused and
-    left out of the apt step (with a note); git, which a test runs, and the library stay."""
+    left out of the apt step (with a note); git, which a test runs, and the library stay. The docs' offer of the
+    project's own Debian package is not installed either."""
     from envyard.setup.interpreters import host_interpreter
     from envyard.setup.plan import Candidate, plan
 
@@ -429,15 +430,18 @@ def test_ci_tools_the_tests_never_run_are_not_installed(tmp_path):
                              "    subprocess.run(['git', 'init', str(tmp_path)], check=True)\n"
                              "    # sqlite3 is the standard module here, not the program: still a word, so kept\n"
                              "    # and let's go: prose does not name the go program\n",
-        "pkg/__init__.py": ""})
+        "pkg/__init__.py": "",
+        "pyproject.toml": '[project]\nname = "Pkg_Tool"\nversion = "1.0"\n',
+        "docs/install.rst": "Or from Debian::\n\n    sudo apt-get install python-pkg-tool\n"})
     e = gather(tmp_path)
     when = {f.value["name"]: f.value.get("when", "always") for f in e.of("system_package")}
     assert when == {"golang-1.15": "unused", "pandoc": "unused", "python2.7": "unused", "git": "always",
-                    "libyaml-dev": "always", "sqlite3": "always"}, when
+                    "libyaml-dev": "always", "sqlite3": "always", "python-pkg-tool": "project"}, when
     recipe = plan(e, Candidate(host_interpreter()))
     [apt] = [s for s in recipe.steps if s.kind == "apt"]
     assert apt.command.split()[-3:] == ["git", "libyaml-dev", "sqlite3"], apt.command
-    assert any(n.startswith("not installed: golang-1.15, pandoc, python2.7") for n in recipe.notes), recipe.notes
+    assert any(n.startswith("not installed: golang-1.15, pandoc, python2.7 (") for n in recipe.notes), recipe.notes
+    assert any(n.startswith("not installed: python-pkg-tool (the docs install the project itself") for n in recipe.notes)
 
 
 def test_yaml_keeps_versions_as_text():

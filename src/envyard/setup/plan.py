@@ -327,11 +327,12 @@ def plan(ev: Evidence, cand: Candidate) -> Recipe:
                   and service_for_package(f.value["name"]) not in provided})
     if apt:
         r.steps.insert(0, apt_step(apt, "system_package: " + ", ".join(apt), recommends=True))
-    unused = sorted({f.value["name"] for f in ev.of("system_package")
-                     if isinstance(f.value, dict) and f.value.get("when") == "unused"} - set(apt))
-    if unused:
-        r.notes.append(f"not installed: {', '.join(unused)} (the CI or docs install them, but no test or build "
-                       "file runs their programs)")
+    for when, why in (("unused", "the CI or docs install them, but no test or build file runs their programs"),
+                      ("project", "the docs install the project itself from Debian; it comes from its source")):
+        left = sorted({f.value["name"] for f in ev.of("system_package")
+                       if isinstance(f.value, dict) and f.value.get("when") == when} - set(apt))
+        if left:
+            r.notes.append(f"not installed: {', '.join(left)} ({why})")
     req_files = [f for f in ev.of("requirements_file") if isinstance(f.value, dict)
                  and f.value.get("role", "requirements") == "requirements"
                  and not NOT_FOR_TESTS.search(f.value.get("path", ""))

@@ -1,30 +1,27 @@
-"""Whether a Debian package that a project's CI or docs install is a tool its tests never run.
+"""Whether a Debian package that a project's CI or docs install is a tool its tests never run, or the project.
 
 CI configurations install what the CI itself needs beside what the tests need: a Go toolchain to fetch a
 conformance runner, pandoc for the docs, curl and git for their own scripts, Python 2 for an old matrix entry.
 Installed in every branch, such a package costs 10-20 s (golang alone: 18 s on bullseye). The packages listed in
 data/ci_tools.toml are installed only when a test file, a conftest.py or the build configuration names one of
 their programs as a word (`subprocess.run(["go", ...])`, `shutil.which("pandoc")`); libraries, headers,
-compilers, servers and anything not listed are installed as before."""
+compilers, servers and anything not listed are installed as before. Docs that offer the project itself from
+Debian (`apt-get install python-nibabel`) name a package setup must not install: the project comes from its
+source (and Python 2's `python-` packages are gone from current Debian, so the install would fail)."""
 
 from __future__ import annotations
 
-import functools
 import re
 
+from packaging.utils import canonicalize_name
+
 from .base import Fact, Sink
-from .knowledge import _load
+from .knowledge import ci_tools
 from .testenv import test_files
 
 BUILD_FILES = ("setup.py", "setup.cfg", "pyproject.toml", "conftest.py")
 MAX_FILES = 400
 SHORT = 3  # a program name this short (go, gs) must stand in quotes: as a bare word it is English
-
-
-@functools.cache
-def ci_tools() -> dict[str, tuple[str, ...]]:
-    """{Debian package: the programs it provides}."""
-    return {name: tuple(programs) for name, programs in _load("ci_tools.toml").items()}
 
 
 def programs_of(package: str) -> tuple[str, ...] | None:
@@ -35,10 +32,16 @@ def programs_of(package: str) -> tuple[str, ...] | None:
 
 
 def mark_unused_tools(sink: Sink) -> None:
-    """Give `when = "unused"` to CI and docs `system_package` facts for tools no test or build file runs."""
+    """Give `when = "unused"` to CI and docs `system_package` facts for tools no test or build file runs, and
+    `when = "project"` to those that are the project's own Debian package."""
     texts: list[str] | None = None
+    names = {canonicalize_name(str(f.value)) for f in sink.of("project_name")}
+    own = {f"{prefix}-{name}" for name in names for prefix in ("python", "python3")}
     for i, fact in enumerate(sink.facts):
         if fact.kind != "system_package" or fact.via.startswith("table:") or not isinstance(fact.value, dict):
+            continue
+        if fact.value.get("name", "").lower() in own:
+            sink.facts[i] = Fact(fact.kind, {**fact.value, "when": "project"}, fact.file, fact.line, fact.via)
             continue
         programs = programs_of(fact.value.get("name", ""))
         if programs is None or fact.value.get("when", "always") != "always":

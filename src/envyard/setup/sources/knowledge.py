@@ -1,5 +1,5 @@
 """The data tables under `envyard/data/` that evidence reading uses: distribution → Debian packages, service
-names, pytest plugins. Loaded once and validated on load."""
+names, the CI's own tools, pytest plugins. Loaded once and validated on load."""
 
 from __future__ import annotations
 
@@ -24,6 +24,16 @@ def system_packages() -> dict[str, dict]:
             raise ValueError(f"system_packages.toml: bad entry {dist!r}")
         table[canonicalize_name(dist)] = {"debian": list(entry["debian"]), "when": entry["when"]}
     return table
+
+
+@functools.cache
+def ci_tools() -> dict[str, tuple[str, ...]]:
+    """{Debian package a CI installs for itself: the programs it provides} (data/ci_tools.toml)."""
+    table = _load("ci_tools.toml")
+    for name, programs in table.items():
+        if not isinstance(programs, list) or not all(isinstance(p, str) and p for p in programs):
+            raise ValueError(f"ci_tools.toml: bad entry {name!r}")
+    return {name: tuple(programs) for name, programs in table.items()}
 
 
 @functools.cache
