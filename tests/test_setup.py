@@ -452,6 +452,17 @@ def test_a_branch_the_winner_cancelled_does_not_win_when_it_returns_after(tmp_pa
         yard.close()
 
 
+def with_a_hanging_pass(tmp_path) -> Path:
+    """tinycalc with an import its tests do not need (msgpack: the completeness pass runs) and a docs extra
+    whose build hangs (`sleep 902`): the pass never ends on its own."""
+    src = copy_fixture(tmp_path, **{'test = ["pytest>=7"]': 'test = ["pytest>=7"]\n'
+                                    'docs = ["slowbuild @ file:///work/tinycalc/slowbuild"]'})
+    (src / "slowbuild").mkdir()
+    (src / "slowbuild" / "setup.py").write_text("import os\nos.system('sleep 902')\n")
+    (src / "src" / "tinycalc" / "extra.py").write_text("import msgpack\n")  # missing: the pass runs
+    return src
+
+
 def test_a_branch_wins_before_its_completeness_pass_which_the_time_limit_stops(tmp_path):
     """Branch 0 reaches L4 with a good pass ratio while branch 1 is inside a slow suite: branch 1 is cancelled
     at once, not when branch 0 has also finished its completeness pass (which waits for the tests while another
@@ -463,11 +474,7 @@ def test_a_branch_wins_before_its_completeness_pass_which_the_time_limit_stops(t
     from envyard.setup.plan import Candidate, Step
     from envyard.setup.search import Search
 
-    src = copy_fixture(tmp_path, **{'test = ["pytest>=7"]': 'test = ["pytest>=7"]\n'
-                                    'docs = ["slowbuild @ file:///work/tinycalc/slowbuild"]'})
-    (src / "slowbuild").mkdir()
-    (src / "slowbuild" / "setup.py").write_text("import os\nos.system('sleep 902')\n")
-    (src / "src" / "tinycalc" / "extra.py").write_text("import msgpack\n")  # missing: the pass runs
+    src = with_a_hanging_pass(tmp_path)
     mark = "/root/.cache/uv/envyard-pass-slow-started"
     (src / "tests" / "test_calc.py").write_text(
         "import os, time\nfrom tinycalc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
@@ -510,11 +517,7 @@ def test_the_time_limit_stops_a_branch_in_its_completeness_pass(tmp_path):
     from envyard.setup.plan import Candidate
     from envyard.setup.search import Search
 
-    src = copy_fixture(tmp_path, **{'test = ["pytest>=7"]': 'test = ["pytest>=7"]\n'
-                                    'docs = ["slowbuild @ file:///work/tinycalc/slowbuild"]'})
-    (src / "slowbuild").mkdir()
-    (src / "slowbuild" / "setup.py").write_text("import os\nos.system('sleep 902')\n")
-    (src / "src" / "tinycalc" / "extra.py").write_text("import msgpack\n")  # missing: the pass runs
+    src = with_a_hanging_pass(tmp_path)
     yard = envyard.Yard(tmp_path / "home")
     limit = 60
     try:
