@@ -6,7 +6,7 @@ Its head start (HeadStart): a setup runs its branches on two cores, and the repl
 the search to end. They start in their own sandbox on a fresh base, with the versions the branch has at that
 moment pinned the way setup.sh pins them, once a branch's tests collect (or its installs are done while no
 other branch runs); again (replacing it) when the branch that wins has other steps or versions by then; and a
-completeness pass has each of its installs run there too as it makes them, while no other branch runs
+completeness pass of the best-ranked running branch has each of its installs run there too as it makes them
 (HeadStarts). When the search ends, the replay goes on in that sandbox if
 the final recipe begins with the same steps, has the same environment, and pins that keep every version pinned
 then (the completeness pass only adds distributions: its installs are constrained to what was installed); it
