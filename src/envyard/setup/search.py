@@ -52,7 +52,6 @@ JUNIT = "/tmp/envyard-junit.xml"
 SCAN_SCRIPT = "/tmp/envyard-importscan.py"
 MAX_REPAIRS = 4  # fixes tried for one failing step or level
 MAX_BRANCHES = 5
-BACKGROUND_SHARES = 128  # CPU weight of a branch that is not the lead (search._leads); 1024 is the default
 MAX_OWN_RUNNERS = 3  # the project's runners tried when pytest's discovery ran the tests but few passed
 MAX_WIDER = 2  # the project's runners collected beside the first that did, when their file patterns find more
 UV_CACHE = "/root/.cache/uv"
@@ -80,18 +79,16 @@ def host_trust() -> tuple[dict[str, str], dict[str, str]]:
     return ({bundle: INSIDE_CA}, {"SSL_CERT_FILE": INSIDE_CA}) if bundle else ({}, {})
 
 
-def setup_sandbox(yard: Yard, image: Image, cache: Path, network: "str | PodNetwork" = "host",
-                  cpu_shares: int | None = None) -> Sandbox:
+def setup_sandbox(yard: Yard, image: Image, cache: Path, network: "str | PodNetwork" = "host") -> Sandbox:
     """A sandbox for setup work: network on (the host's, or a pod network with internet access), the shared uv
     download cache, the machine's CA bundle, and on the host's network the package indexes' addresses
-    (hosts.py); `cpu_shares` weighs it against the others when the cores are contended."""
+    (hosts.py)."""
     ro, _ = host_trust()
     if network == "host" and (names := hosts.hosts_file(yard.store.home / "cache")) is not None:
         ro = {**ro, str(names): "/etc/hosts"}
     limit = setup_disk_limit(yard)
-    limits = {**({"disk": limit} if limit else {}), **({"cpu_shares": cpu_shares} if cpu_shares else {})}
-    return yard.sandbox(image, network=network, workdir="/", binds={str(cache): UV_CACHE}, ro_binds=ro,
-                        limits=limits or None)
+    limits = {"disk": limit} if limit else None
+    return yard.sandbox(image, network=network, workdir="/", binds={str(cache): UV_CACHE}, ro_binds=ro, limits=limits)
 
 
 def setup_disk_limit(yard: Yard) -> str | None:
@@ -203,9 +200,8 @@ class Workspace:
     """A branch's sandbox, with transactions: `begin` snapshots, `rollback` reopens from that snapshot."""
 
     def __init__(self, yard: Yard, image: Image, cache: Path, cancel: threading.Event, log: list[str],
-                 track: Callable[[Sandbox, bool], None], cpu_shares: Callable[[], int | None] = lambda: None):
+                 track: Callable[[Sandbox, bool], None]):
         self.yard, self.cache, self.cancel, self.log, self.track = yard, cache, cancel, log, track
-        self.cpu_shares = cpu_shares  # asked as each sandbox opens (each step opens one)
         self.env = setup_env()
         self.snapshots: list[Image] = []
         self.sb: Sandbox | None = None
@@ -217,7 +213,7 @@ class Workspace:
         with self._lock:
             if self.cancel.is_set():
                 raise Cancelled()
-            self.sb = setup_sandbox(self.yard, image, self.cache, cpu_shares=self.cpu_shares())
+            self.sb = setup_sandbox(self.yard, image, self.cache)
             self.track(self.sb, True)
 
     def sh(self, command: str, cwd: str, timeout: float):
@@ -492,8 +488,7 @@ class Search:
         if cancel.is_set():
             raise Cancelled()
         b.recipe = recipe = plan(self.ev, b.cand)
-        b.ws = ws = Workspace(self.yard, base, self.cache, cancel, b.log, self._tracker(b),
-                              cpu_shares=lambda: None if self._leads(b) else BACKGROUND_SHARES)
+        b.ws = ws = Workspace(self.yard, base, self.cache, cancel, b.log, self._tracker(b))
         ws.env.update(recipe.env)  # what the project's CI gives its tests (service URLs...)
         self._say(b, "copying the source")
         ws.sb.upload(*self.upload)
@@ -537,9 +532,7 @@ class Search:
         return b.levels[-1].level == 3 and b.levels[-1].ok is True
 
     def _leads(self, b: Branch) -> bool:
-        """Whether `b` is the best-ranked of the running branches: the one the search expects to win. The others'
-        sandboxes get a small CPU weight, so that its steps, its tests and the replay's run of them beside
-        these (three jobs on two cores) take the cores first; an idle core still goes to the others."""
+        """Whether `b` is the best-ranked of the running branches (the replay's head start follows its pass)."""
         return not any(o.state == "running" and (o.rank, o.id) < (b.rank, b.id) for o in self.branches
                        if o is not b)
 
