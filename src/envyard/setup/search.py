@@ -505,12 +505,15 @@ class Search:
                 # have run and this branch has won (or failed): two passes at once only delayed the winner.
                 first = self._pass_expected(b) and self._alone(b)
                 pending = self._complete(b, ws, recipe) if first else None
+                later = self._pass_expected(b) and not first
                 if self._collected(b):  # the replay may start beside the run
-                    self._ready(b, ws, recipe, "ready" if self._alone(b) else "collected")
+                    if self._alone(b):
+                        self._ready(b, ws, recipe, "ready")
+                    elif not later:  # (beside both branches' tests it slowed the winner's: corner, nose2)
+                        self._ready(b, ws, recipe, "collected")
                     b.levels.append(self._run_tests(b, ws, recipe))
                     if pending is not None:
                         self._settle_pass(b, ws, recipe, *pending)
-                later = self._pass_expected(b) and not first
                 if self._claim_win(b) and not later:  # (a pass's first install has the replay follow it)
                     self._ready(b, ws, recipe)
                 if later:
