@@ -151,7 +151,7 @@ class Branch:
     scan: dict = field(default_factory=dict)  # the last L2 scan: missing (count), modules, imports, files, entries
     completion: dict = field(default_factory=dict)  # what the completeness pass did (complete.py), when it ran
     won: bool = False  # L4 with a good pass ratio reached, before the integrity check and snapshot
-    in_pass: bool = False  # in a completeness pass after winning, which the search's time limit stops (not the branch)
+    in_pass: bool = False  # in a completeness pass after its tests, which the time limit stops (not the branch)
     pass_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def drop_images(self, yard: Yard) -> None:
@@ -161,7 +161,7 @@ class Branch:
             self.image = None
 
     def stop_pass(self) -> bool:
-        """Stop the completeness pass this branch runs after winning (it rolls back and the branch goes on with
+        """Stop the completeness pass this branch runs after its tests (it rolls back and the branch goes on with
         what it had); False when the branch is not in one."""
         with self.pass_lock:
             if not self.in_pass or self.ws is None:
@@ -193,7 +193,7 @@ class Cancelled(Exception):
 
 
 class Stopped(Exception):
-    """The optional work a branch was doing (a completeness pass after winning) was stopped; the branch goes on."""
+    """The optional work a branch was doing (a completeness pass after its tests) was stopped; it goes on."""
 
 
 class Workspace:
@@ -341,7 +341,7 @@ class Search:
                             continue  # its pass after the tests stops (it keeps what it had); a winner finishes
                         self._cancel(other, f"the search's time limit ({self.time_limit:.0f}s) passed")
                 early = next((b for b in running.values() if b.won and b.state == "running"), None)
-                if winner is None and early is not None:  # L4 reached, only the snapshot left: it has won
+                if winner is None and early is not None:  # a good L4 reached: it has won
                     settled = True
                     queue.clear()
                     for other in running.values():
@@ -819,11 +819,10 @@ class Search:
         return steps
 
     def _complete(self, b: Branch, ws: Workspace, recipe: Recipe) -> tuple | None:
-        """The completeness pass (complete.py), before the tests run, as one transaction: install what the
-        project declares and what its code imports, then scan and collect the tests again. Kept for now when
-        fewer imports are missing and the tests collect no worse; otherwise rolled back to the snapshot before it.
-        Returns (what the branch had before it, that snapshot) when kept: the tests' run settles it
-        (_settle_pass)."""
+        """The completeness pass (complete.py), as one transaction: install what the project declares and what
+        its code imports, then scan and collect the tests again. Kept for now when fewer imports are missing and
+        the tests collect no worse; otherwise rolled back to the snapshot before it. Returns (what the branch had
+        before it, that snapshot) when kept: a run of the tests with it settles it (_settle_pass)."""
         t = time.monotonic()
         before = (min(b.level, 3), None, b.scan["missing"])  # judged here on collection; the tests come after
         saved = self.state(b, recipe)
