@@ -342,6 +342,24 @@ def test_install_failure_stops_at_l0_with_the_reason(home, tmp_path):
     assert data["level"] == -1 and data["image"] is None and data["reason"].startswith("L0 install")
 
 
+def test_a_build_that_needs_a_missing_submodule_names_it(home, tmp_path):
+    """A checkout made without --recursive: the build needs sources from a git submodule that is empty. The
+    reason says which submodule and how to get it (python-rapidjson's RapidJSON headers, pyerfa's liberfa)."""
+    src = copy_fixture(tmp_path)
+    (src / ".gitmodules").write_text('[submodule "lib"]\n\tpath = vendor/lib\n\turl = https://example.org/lib.git\n')
+    (src / "vendor" / "lib").mkdir(parents=True)
+    (src / "setup.py").write_text("import os\nfrom setuptools import setup\n\n"
+                                  "if not os.path.exists(os.path.join('vendor', 'lib', 'lib.h')):\n"
+                                  "    raise RuntimeError('lib sources not found: initialize the submodule')\n"
+                                  "setup()\n")
+    r = setup_cli(home, src, "--name", "nosub", "--python", "3.11", "--json")
+    assert r.returncode == 1
+    data = json.loads(r.stdout)
+    assert data["level"] == -1 and data["image"] is None
+    assert "the repository's git submodules are not checked out (vendor/lib)" in data["reason"], data["reason"]
+    assert "git submodule update --init --recursive" in data["reason"]
+
+
 @pytest.mark.timeout(1800)  # with no tests, fallbacks start: on a fresh store they build Debian setup bases
 def test_no_tests_is_not_success(home, tmp_path):
     src = copy_fixture(tmp_path)

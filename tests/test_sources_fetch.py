@@ -291,6 +291,104 @@ def test_repo_names():
     assert sources_fetch._repo_name("file:///srv/git/demo.git/") == "demo"
 
 
+
+def superproject(tmp_path: Path, sub_url: str, name: str = "super") -> Path:
+    """A repository with one submodule at vendor/lib whose URL is `sub_url`, committed."""
+    r = tmp_path / name
+    r.mkdir()
+    git(r, "init", "-q", "-b", "main")
+    (r / "setup.py").write_text("# needs vendor/lib\n")
+    git(r, "-c", "protocol.file.allow=always", "submodule", "add", "-q", sub_url, "vendor/lib")
+    git(r, "add", ".")
+    git(r, "commit", "-q", "-m", "with a submodule")
+    return r
+
+
+def library(tmp_path: Path, secret: str = "int f(void);") -> Path:
+    sub = tmp_path / "lib-src"
+    sub.mkdir()
+    git(sub, "init", "-q", "-b", "main")
+    (sub / "lib.h").write_text(secret)
+    git(sub, "add", "lib.h")
+    git(sub, "commit", "-q", "-m", "library")
+    return sub
+
+
+def test_git_submodules_are_checked_out(tmp_path):
+    """Like `git clone --recursive`: C extensions often build from sources kept in a submodule."""
+    sup = superproject(tmp_path, str(library(tmp_path)))
+    f = fetch_git(str(sup))
+    assert (f.root / "vendor" / "lib" / "lib.h").read_text() == "int f(void);"
+    assert f.notes == [] and sources_fetch.missing_submodules(f.root) == []
+    done(f)
+
+
+def test_git_submodule_that_cannot_be_fetched_is_a_note(tmp_path):
+    """An unreachable submodule does not fail the fetch (it may be docs or test data); it is noted."""
+    sup = superproject(tmp_path, str(library(tmp_path)))
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    git(sup, "config", "-f", ".gitmodules", "submodule.vendor/lib.url", f"http://127.0.0.1:{port}/lib.git")
+    git(sup, "commit", "-q", "-am", "moved")
+    f = fetch_git(str(sup))
+    assert (f.root / "setup.py").exists()
+    assert sources_fetch.missing_submodules(f.root) == ["vendor/lib"]
+    assert len(f.notes) == 1 and f.notes[0].startswith("git submodules not checked out (vendor/lib): cannot reach")
+    done(f)
+
+
+@pytest.fixture
+def git_daemon(tmp_path):
+    """A real git server (git daemon, git:// protocol) on loopback, serving the repositories under its root."""
+    root = tmp_path / "served"
+    root.mkdir()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={root}",
+                             "--listen=127.0.0.1", f"--port={port}", str(root)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "git daemon did not start"
+            time.sleep(0.05)
+    yield root, f"git://127.0.0.1:{port}"
+    proc.kill()
+    proc.wait()
+
+
+def test_a_remote_repository_cannot_pull_local_repositories_in_as_submodules(tmp_path, git_daemon):
+    """Attack: a repository served over the network names a path on envyard's machine as its submodule's URL,
+    hoping to copy a private local repository into the sandbox. Only a local superproject may do that."""
+    served, base = git_daemon
+    secret = library(tmp_path, secret="TOKEN=hunter2")
+    sup = superproject(tmp_path, str(secret))
+    git(tmp_path, "clone", "-q", "--bare", str(sup), str(served / "super.git"))
+    f = fetch_git(f"{base}/super.git")
+    assert (f.root / "setup.py").exists()
+    assert not any("hunter2" in p.read_text(errors="replace") for p in f.root.rglob("*") if p.is_file()
+                   and ".git" not in p.parts)
+    assert sources_fetch.missing_submodules(f.root) == ["vendor/lib"]
+    assert f.notes and "vendor/lib" in f.notes[0]
+    done(f)
+
+
+def test_missing_submodules_are_the_declared_paths_left_empty(tmp_path):
+    (tmp_path / ".gitmodules").write_text('[submodule "a"]\n\tpath = third_party/a\n\turl = ../a.git\n'
+                                          '[submodule "b"]\n\tpath = b\n\turl = ../b.git\n'
+                                          '[submodule "c"]\n\tpath = c\n\turl = ../c.git\n')
+    (tmp_path / "third_party" / "a").mkdir(parents=True)  # empty: not checked out
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "x.c").write_text("")
+    assert sources_fetch.submodule_paths(tmp_path) == ["third_party/a", "b", "c"]
+    assert sources_fetch.missing_submodules(tmp_path) == ["third_party/a", "c"]
+    assert sources_fetch.missing_submodules(tmp_path / "b") == []  # no .gitmodules
+
 # -------------------------------------------------------------------------------------------------- archives
 
 MTIME = 1_650_000_000  # 2022-04-15T05:20:00Z

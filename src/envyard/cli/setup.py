@@ -78,6 +78,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
             with err.status(escape(f"fetching {source}")):
                 fetched = fetch(source, rev)
             src = fetched.root if fetched is not None else Path(source)
+            for note in fetched.notes if fetched is not None else []:
+                err.print(f"[yellow]warning:[/] {escape(note)}")
             if not src.is_dir():
                 raise BadInput(f"{source}: not a directory, archive, git repository or pypi:NAME",
                                fix="give a project checkout, a .tar.gz/.zip, a git URL, or pypi:NAME")

@@ -34,6 +34,7 @@ from .plan import ENV, VENV, Recipe, plan, ranked_or_installed
 from .replay import HeadStart, HeadStarts, pinned_env, system_steps
 from .replay import replay as replay_recipe
 from .search import Branch, LevelResult, Search, Update, Workspace, drop_image, first_branches
+from .sources_fetch import missing_submodules
 
 WORK_ROOT = "/work"
 LEVEL_NAMES = {0: "install", 1: "imports", 2: "no missing imports", 3: "tests collected", 4: "tests run"}
@@ -207,6 +208,11 @@ def _finish(yard: Yard, search: Search, best: Branch, head: HeadStart | None, st
             l4_detail=l4[0].detail if l4 and l4[0].ok is False else "", services_missing=result.services_missing,
             conn=best.connection, provided=[s["kind"] for s in (best.recipe.services if best.recipe else [])]) \
             or result.reason
+    missing = missing_submodules(src)
+    if missing and not result.verified:  # a likelier cause than any the search could name
+        result.reason = (f"{result.reason}; " if result.reason else "") + \
+            f"the repository's git submodules are not checked out ({', '.join(missing)}): " \
+            "run `git submodule update --init --recursive` in it, or give its git URL"
     if best.image is not None:
         recipe = best.recipe
         status = result.status_with(image=True)

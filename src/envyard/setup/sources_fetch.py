@@ -34,7 +34,7 @@ import tempfile
 import time
 import zipfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -69,6 +69,7 @@ class Fetched:
     tmp: Path  # delete when done
     commit: str | None = None  # git: the checked-out commit's full sha
     kind: str = "pypi"  # "pypi" | "archive" | "git"
+    notes: list[str] = field(default_factory=list)  # what the fetch could not do but went on without (submodules)
 
     def cleanup(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -609,8 +610,8 @@ def fetch_git(url: str, rev: str | None = None, *, timeout: float = 300) -> Fetc
     off a tag the shallow history has none, and envyard.setup.checkout_version tags the setup's copy as the
     release the commit follows), and a detached checkout. A full sha the
     server will not serve directly, or an abbreviated sha, falls back to fetching all branches and tags with
-    `--filter=blob:none` (a full fetch where the server ignores filters). Submodules are not fetched. Git
-    never prompts (GIT_TERMINAL_PROMPT=0, GIT_ASKPASS and
+    `--filter=blob:none` (a full fetch where the server ignores filters). Submodules are checked out
+    (`_submodules`; one that cannot be fetched becomes a note in `notes`, not an error). Git never prompts (GIT_TERMINAL_PROMPT=0, GIT_ASKPASS and
     SSH_ASKPASS set to true, credential helpers cleared, ssh BatchMode=yes with a 30 s connect timeout, the
     environment's GIT_DIR-like variables dropped, hooks disabled); `timeout` bounds the whole fetch, and git's
     process group is killed when it runs out or on KeyboardInterrupt.
@@ -711,6 +712,7 @@ def fetch_git(url: str, rev: str | None = None, *, timeout: float = 300) -> Fetc
             last = err.strip().splitlines()[-1] if err.strip() else "no message"
             raise git.failure(err) if _NETWORK_RE.search(err) else FetchError(
                 f"git could not check out {commit[:12]} of {shown}: {last}", fix="try again")
+        notes = _submodules(git, local=("://" not in url and not _SCP_RE.match(url)) or url.startswith("file://"))
         date = git.check("show", "-s", "--no-show-signature", "--format=%cI", "HEAD").strip()
         try:
             upload_time = datetime.fromisoformat(date).astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
@@ -721,7 +723,59 @@ def fetch_git(url: str, rev: str | None = None, *, timeout: float = 300) -> Fetc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return Fetched(work, name, version or commit[:12], shown, upload_time, tmp, commit=commit, kind="git")
+    return Fetched(work, name, version or commit[:12], shown, upload_time, tmp, commit=commit, kind="git",
+                   notes=notes)
+
+
+def _submodules(git: _Git, *, local: bool) -> list[str]:
+    """Check out the submodules `.gitmodules` declares (recursively, shallowly where the server allows), as a
+    `git clone --recursive` would: C extensions often build from sources kept in one (python-rapidjson's
+    RapidJSON). A failure is a note, not an error: many submodules are docs or test data the setup may not need;
+    the setup's failure reason names the ones still missing (missing_submodules).
+
+    A remote superproject must not make envyard copy other local repositories into the sandbox: file://
+    submodules (and local paths) are allowed only when the superproject itself is local, and refused otherwise
+    whatever the user's git configuration says."""
+    if not (git.cwd / ".gitmodules").is_file():
+        return []
+    config = ["-c", f"protocol.file.allow={'always' if local else 'never'}"]
+    rc, _, err = git.run(*config, "submodule", "update", "--init", "--recursive", "--depth", "1")
+    if rc != 0:  # a commit the server will not serve shallowly: the whole history of the submodule
+        rc, _, err = git.run(*config, "submodule", "update", "--init", "--recursive")
+    missing = missing_submodules(git.cwd)
+    if rc == 0 and not missing:
+        return []
+    cause = git.failure(err).message if rc != 0 else "git left them empty"
+    return [f"git submodules not checked out ({', '.join(missing) or 'some'}): {cause}"]
+
+
+def submodule_paths(root: Path) -> list[str]:
+    """The paths `.gitmodules` declares (`path = …` lines), in order; [] without one."""
+    try:
+        text = (root / ".gitmodules").read_text(errors="replace")
+    except OSError:
+        return []
+    paths = []
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and key.strip() == "path" and value.strip():
+            paths.append(value.strip().strip('"'))
+    return paths
+
+
+def missing_submodules(root: Path) -> list[str]:
+    """The declared submodule paths that are absent or empty in the tree: a checkout made without
+    `--recursive` (or an archive of one)."""
+    missing = []
+    for rel in submodule_paths(root):
+        path = root / rel
+        try:
+            empty = not path.is_dir() or next(path.iterdir(), None) is None
+        except OSError:
+            empty = True
+        if empty:
+            missing.append(rel)
+    return missing
 
 
 def _ls_remote(git: _Git) -> tuple[dict[str, str], str | None]:
