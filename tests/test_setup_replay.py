@@ -349,6 +349,56 @@ def test_an_early_run_of_tests_that_need_a_service_has_a_network_of_its_own(sear
     assert trial.pod.closed  # its network went with it
 
 
+def test_an_early_run_of_tests_binds_its_ports_beside_the_branchs_run(search):
+    """httpx's suite starts a test server on port 8000 and waits for it forever when the port is taken. The
+    branch's run holds the host's port while the replay's early run starts: the early run has a network of its
+    own, so its server binds the same port and its tests pass (on the host's network the bind fails)."""
+    import socket
+
+    held = socket.socket()
+    held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    held.bind(("127.0.0.1", 0))  # the branch's test server, as it were
+    held.listen()
+    port = held.getsockname()[1]
+    suite = ("/usr/bin/python3 -c \"import socket; s = socket.socket();"
+             " s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1);"
+             f" s.bind(('127.0.0.1', {port})); s.listen(); c = socket.create_connection(('127.0.0.1', {port}));"
+             " print('own port')\"")
+    recipe = with_suite(search, "true", suite=suite)
+    head = HeadStart(search.yard, search, recipe, tests=True)
+    try:
+        assert head.take(recipe) is not None, head.report()
+        trial = head.tried(recipe, in_time=True)
+        assert trial is not None, head.report()
+        assert trial.ran.exit_code == 0 and "own port" in trial.ran.stdout, trial.log
+        assert trial.pod is not None and trial.pod.internet  # no services, a network of its own all the same
+    finally:
+        head.close()
+        held.close()
+    search.yard.wait_closed()
+    assert search.yard.sandboxes() == []
+
+
+def test_an_early_run_that_passed_the_time_limit_is_run_again_when_the_branchs_did_not(search):
+    """A suite that finished in the branch but hung in the early run (it waited on something the branch's run
+    held, or starved beside it) says nothing about setup.sh: the replay runs the tests again, alone. When the
+    branch's own run passed the limit too, the early run's result stands."""
+    search.test_timeout = 2
+    recipe = with_suite(search, "true", suite="sleep 30")
+    head = HeadStart(search.yard, search, recipe, tests=True)
+    try:
+        assert head.take(recipe) is not None, head.report()
+        assert head.tried(recipe, in_time=True) is None
+        assert head.report()["tests_early"] == {
+            "used": False, "why_not": "its run of the tests passed the time limit, the branch's did not"}
+        trial = head.tried(recipe)  # the branch's run passed the limit too
+        assert trial is not None and trial.ran.timed_out
+    finally:
+        head.close()
+    search.yard.wait_closed()
+    assert search.yard.sandboxes() == []
+
+
 def test_steps_added_kill_the_run_of_the_tests_and_a_new_one_follows_them(search):
     """The completeness pass installs something while the trial runs the tests without it: that run is killed
     at once (its results would not be setup.sh's), and the tests run again after the added steps."""

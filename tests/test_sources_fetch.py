@@ -11,6 +11,7 @@ import functools
 import http.server
 import io
 import os
+import signal
 import socket
 import subprocess
 import tarfile
@@ -348,7 +349,7 @@ def git_daemon(tmp_path):
         port = s.getsockname()[1]
     proc = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={root}",
                              "--listen=127.0.0.1", f"--port={port}", str(root)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 10
     while True:
         try:
@@ -358,7 +359,7 @@ def git_daemon(tmp_path):
             assert time.monotonic() < deadline, "git daemon did not start"
             time.sleep(0.05)
     yield root, f"git://127.0.0.1:{port}"
-    proc.kill()
+    os.killpg(proc.pid, signal.SIGKILL)  # `git daemon` runs git-daemon as its child: the whole group goes
     proc.wait()
 
 

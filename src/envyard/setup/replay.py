@@ -103,7 +103,7 @@ def replay(yard: Yard, search: Search, best: Branch, head: "HeadStart | None" = 
             stack.callback(head.close)
             log += head.log
             todo = head.rest(recipe)
-            tried = head.tried(recipe) if tests else None
+            tried = head.tried(recipe, in_time=not best.tests_timed_out) if tests else None
             if tried is None:
                 head.stop_trial()  # not what the replay runs: it must not share the cores with it
             sb = tried.sb if tried is not None else sb
@@ -181,12 +181,25 @@ def logged(yard: Yard, sb: Sandbox, cwd: str, env: dict[str, str], log: list[str
     return run
 
 
+def own_network(recipe: Recipe) -> PodNetwork | None:
+    """A network namespace of the trial's own, with internet access: the branch's tests run on the host's
+    network at the same time, and two suites that bind the same port (a test server on 8000, a service's 5432)
+    must not meet (httpx's fixture waits forever for a server that could not bind). Without one (no
+    slirp4netns), the host's network, unless the recipe has services: their servers need a loopback of their own."""
+    try:
+        return PodNetwork(internet=True)
+    except Exception:  # noqa: BLE001 - only the isolation of ports is lost
+        if recipe.services:
+            raise
+        return None
+
+
 class Trial:
     """The replay's run of the tests, begun early: in a copy (an O(1) snapshot) of the head start's sandbox, the
     rest of setup.sh and the tests, while the search finishes. The replay takes its results only when its
     recipe is the final one in every respect that changes what runs (HeadStart.tried); it is killed as soon as
-    the head start runs more steps. A recipe with services runs in a pod network of its own (with internet
-    access): its servers listen on its own loopback, and the branch's, on the host's network, keep their ports."""
+    the head start runs more steps. It runs in a network namespace of its own, with internet access
+    (own_network): its ports and its servers' are its own, while the branch's tests hold the host's."""
 
     def __init__(self, head: "HeadStart", recipe: Recipe, snap, sb: Sandbox, pod: PodNetwork | None = None):
         self.head, self.recipe, self.snap, self.sb, self.pod = head, recipe, snap, sb, pod
@@ -377,8 +390,7 @@ class HeadStart:
             snap = sb = pod = None
             try:
                 snap = head_sb.snapshot(temporary=True)
-                # its servers on a loopback of its own: the branch's tests may be using the host's ports
-                pod = PodNetwork(internet=True) if spec.services else None
+                pod = own_network(spec)
                 sb = setup_sandbox(self.yard, snap, self.search.cache, network=pod or "host")
                 self.search.track(sb)
             except Exception as e:  # noqa: BLE001 - it only saves time
@@ -417,8 +429,10 @@ class HeadStart:
             return None
         return self.sb
 
-    def tried(self, final: Recipe) -> Trial | None:
-        """After take(): the trial, once it has run, when it ran what the replay of `final` would (else None)."""
+    def tried(self, final: Recipe, *, in_time: bool = False) -> Trial | None:
+        """After take(): the trial, once it has run, when it ran what the replay of `final` would (else None).
+        `in_time`: the branch's own run of the tests ended within the time limit, so a trial whose run did not
+        (a suite that waited on something the search's run held, or starved beside it) is run again alone."""
         trial = self.trial
         if trial is None:
             why = "none ran"
@@ -427,6 +441,8 @@ class HeadStart:
         else:
             trial.wait()
             why = f"it failed: {trial.error}" if trial.error else ""
+            if not why and in_time and trial.ran is not None and trial.ran.timed_out:
+                why = "its run of the tests passed the time limit, the branch's did not"
         self.trial_report = {"used": not why, **({"why_not": why} if why else {"seconds": round(trial.seconds, 1)})}
         return None if why else trial
 
