@@ -382,11 +382,12 @@ def test_a_remote_repository_cannot_pull_local_repositories_in_as_submodules(tmp
 def test_missing_submodules_are_the_declared_paths_left_empty(tmp_path):
     (tmp_path / ".gitmodules").write_text('[submodule "a"]\n\tpath = third_party/a\n\turl = ../a.git\n'
                                           '[submodule "b"]\n\tpath = b\n\turl = ../b.git\n'
-                                          '[submodule "c"]\n\tpath = c\n\turl = ../c.git\n')
+                                          '[submodule "c"]\n\tpath = c\n\turl = ../c.git\n'
+                                          '[submodule "d"]\n\tpath = ../../etc\n[submodule "e"]\n\tpath = /etc\n')
     (tmp_path / "third_party" / "a").mkdir(parents=True)  # empty: not checked out
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "x.c").write_text("")
-    assert sources_fetch.submodule_paths(tmp_path) == ["third_party/a", "b", "c"]
+    assert sources_fetch.submodule_paths(tmp_path) == ["third_party/a", "b", "c"]  # never outside the tree
     assert sources_fetch.missing_submodules(tmp_path) == ["third_party/a", "c"]
     assert sources_fetch.missing_submodules(tmp_path / "b") == []  # no .gitmodules
 

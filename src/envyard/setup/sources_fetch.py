@@ -611,8 +611,9 @@ def fetch_git(url: str, rev: str | None = None, *, timeout: float = 300) -> Fetc
     release the commit follows), and a detached checkout. A full sha the
     server will not serve directly, or an abbreviated sha, falls back to fetching all branches and tags with
     `--filter=blob:none` (a full fetch where the server ignores filters). Submodules are checked out
-    (`_submodules`; one that cannot be fetched becomes a note in `notes`, not an error). Git never prompts (GIT_TERMINAL_PROMPT=0, GIT_ASKPASS and
-    SSH_ASKPASS set to true, credential helpers cleared, ssh BatchMode=yes with a 30 s connect timeout, the
+    (`_submodules`; one that cannot be fetched becomes a note in `notes`, not an error). Git never prompts
+    (GIT_TERMINAL_PROMPT=0, GIT_ASKPASS and SSH_ASKPASS set to true, credential helpers cleared, ssh
+    BatchMode=yes with a 30 s connect timeout, the
     environment's GIT_DIR-like variables dropped, hooks disabled); `timeout` bounds the whole fetch, and git's
     process group is killed when it runs out or on KeyboardInterrupt.
 
@@ -758,8 +759,9 @@ def submodule_paths(root: Path) -> list[str]:
     paths = []
     for line in text.splitlines():
         key, sep, value = line.strip().partition("=")
-        if sep and key.strip() == "path" and value.strip():
-            paths.append(value.strip().strip('"'))
+        path = value.strip().strip('"')
+        if sep and key.strip() == "path" and path and not path.startswith("/") and ".." not in path.split("/"):
+            paths.append(path)  # (git refuses paths outside the tree too)
     return paths
 
 
