@@ -97,6 +97,34 @@ def test_github_services_settings_and_env_make_the_plan(tmp_path):
     assert f"> {services.START}" in r.steps[1].command and "\n" not in r.steps[1].command  # one line (Dockerfile RUN)
 
 
+def test_a_service_image_from_the_job_matrix_and_published_on_another_port(tmp_path):
+    """fakeredis: `image: ${{ matrix.redis-image }}` under a service named keydb, published as `6390:6379`; its
+    tests connect to localhost:6390 and stop the whole run ("Redis is not running") without it. The matrix's
+    first value names the server, and it listens on the host's side of the mapping."""
+    root = write(tmp_path, {"pyproject.toml": '[project]\nname = "x"\nversion = "1"\n', "x/__init__.py": "",
+                            ".github/workflows/test.yml": (
+        "on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    strategy:\n      matrix:\n"
+        "        redis-image: [\"redis:6.2.17\", \"valkey/valkey:8.1\"]\n        include:\n"
+        "          - db-image: postgres:16\n"
+        "    services:\n      keydb:\n        image: ${{ matrix.redis-image }}\n        ports:\n"
+        "          - 6390:6379\n      sql:\n        image: ${{ matrix.db-image }}\n        ports:\n"
+        "          - 5432:5432\n"
+        "      other:\n        image: ${{ matrix.unknown }}\n"
+        "    steps:\n      - run: pytest\n")})
+    found = [f.value for f in gather(root).of("service")]
+    assert {"name": "redis", "image": "redis:6.2.17", "ports": [6379], "published": {"6379": 6390}} in found
+    assert {"name": "postgres", "image": "postgres:16", "ports": [5432]} in found  # from `include`; same port
+    r = recipe(root)
+    assert {(s["kind"], s["port"]) for s in r.services} == {("redis", 6390), ("postgres", 5432)}
+    assert "${{ matrix.unknown }}" in r.services_missing  # left unresolved: named as what CI runs
+
+
+def test_published_ports():
+    from envyard.setup.sources.ci import published_ports
+    assert published_ports(["6390:6379", "5432:5432", "127.0.0.1:7000:6379/tcp", "11211",
+                            {"published": 8080, "target": 80}, {"target": 5672}]) == {6379: 6390, 80: 8080}
+
+
 def test_generic_db_variables_belong_to_the_files_only_database_service(tmp_path):
     """django-model-utils' CI gives its test step DB_NAME/DB_USER/DB_PASSWORD/DB_HOST/DB_PORT beside a postgres
     service: they are that service's (exported, host rewritten). With two kinds of database in the file, or

@@ -170,11 +170,15 @@ def needed(ev: Evidence) -> Services:
     out = Services()
     kinds: dict[str, list[str]] = {}
     ports: dict[str, set[int]] = {}  # the container ports CI publishes, per kind
+    published: dict[str, dict[int, int]] = {}  # container port → the host port CI publishes it on, per kind
     for f in ev.of("service"):
         name = f.value.get("name") if isinstance(f.value, dict) else None
         if isinstance(name, str):
             kinds.setdefault(name, []).append(_where(f))
             ports.setdefault(name, set()).update(p for p in f.value.get("ports", []) if isinstance(p, int))
+            for container, host in (f.value.get("published") or {}).items():
+                if str(container).isdigit() and isinstance(host, int):
+                    published.setdefault(name, {}).setdefault(int(container), host)
     if "database" in kinds:  # a DATABASE_URL-like name with no value: often sqlite by default; nothing to provide
         out.notes.append("a database variable is passed without a value (" + kinds.pop("database")[0]
                          + "): its kind is unknown, no service is provided for it")
@@ -216,6 +220,8 @@ def needed(ev: Evidence) -> Services:
             out.missing[kind] = where[0]
             continue
         svc = _build(kind, settings.get(kind, {}), env_of.get(kind, []))
+        if svc.port == KINDS[kind].get("port") and svc.port in published.get(kind, {}):
+            svc.port = published[kind][svc.port]  # `6390:6379`: the tests on CI's runner connect to 6390
         svc.evidence = where[:5]
         svc.init_sql = init_sql.get(kind, [])[:MAX_INIT_SQL]
         if kind == "rabbitmq":

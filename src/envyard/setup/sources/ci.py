@@ -107,7 +107,7 @@ class _Walker:
             if k in _COMMAND_KEYS and "with" not in path:
                 self.commands(value)
             if k == "services":
-                self.services(value)
+                self.services(value, matrix_of(node))
                 continue
             if k in _ENV_KEYS:
                 self.env(value)
@@ -179,7 +179,7 @@ class _Walker:
             kind = "postgres" if m.group("client") == "psql" else "mysql"
             self.sink.add("service_init", {"service": kind, "path": path}, self.rel, line, f"{self.system}.run")
 
-    def services(self, value) -> None:
+    def services(self, value, matrix: dict | None = None) -> None:
         if isinstance(value, dict):                             # GitHub Actions, compose: name → definition
             for name, definition in value.items():
                 image = None
@@ -191,8 +191,11 @@ class _Walker:
                         continue                                # the project's own container, not a dependency
                 elif isinstance(definition, Scalar):
                     image = definition
+                if isinstance(image, Scalar) and matrix:
+                    image = with_matrix(image, matrix)
                 ports = container_ports(definition.get("ports")) if isinstance(definition, dict) else []
-                kind = self.service(str(name), image if isinstance(image, Scalar) else None, name, ports)
+                published = published_ports(definition.get("ports")) if isinstance(definition, dict) else {}
+                kind = self.service(str(name), image if isinstance(image, Scalar) else None, name, ports, published)
                 if kind and isinstance(definition, dict):
                     self.settings(kind, str(name), definition.get("env") or definition.get("environment"))
         elif isinstance(value, list):                           # GitLab (images), Travis (names)
@@ -207,7 +210,8 @@ class _Walker:
                     else:
                         self.service(str(item), item, item)
 
-    def service(self, name: str, image: Scalar | None, where, ports: list[int] = ()) -> str | None:
+    def service(self, name: str, image: Scalar | None, where, ports: list[int] = (),
+                published: dict[int, int] | None = None) -> str | None:
         service = (service_for_image(image) if image else None) or service_for_alias(name)
         if service is None and image is None:
             if self.system == "travis" and name not in ("docker", "xvfb"):
@@ -221,6 +225,8 @@ class _Walker:
             value["image"] = str(image)
         if ports:
             value["ports"] = list(ports)
+        if published:
+            value["published"] = {str(c): h for c, h in published.items()}
         if service in _DATABASES:
             self.databases.add(service)
         self.sink.add("service", value, self.rel, getattr(where, "line", None), f"{self.system}.services")
@@ -274,6 +280,44 @@ class _Walker:
         elif isinstance(value, list):                           # CircleCI docker: [{image: ...}]
             for item in value:
                 self.image(item)
+
+
+_MATRIX_REF = re.compile(r"\$\{\{\s*matrix\.([\w-]+)\s*\}\}")
+
+
+def matrix_of(job) -> dict:
+    """A GitHub Actions job's `strategy.matrix` ({} when it has none)."""
+    strategy = job.get("strategy") if isinstance(job, dict) else None
+    matrix = strategy.get("matrix") if isinstance(strategy, dict) else None
+    return matrix if isinstance(matrix, dict) else {}
+
+
+def with_matrix(text: Scalar, matrix: dict) -> Scalar:
+    """`${{ matrix.X }}` in a service's image replaced by X's first value in the job's matrix (or in its
+    `include` entries): fakeredis runs `image: ${{ matrix.redis-image }}` over redis:6.2 ... valkey:8.1, and any
+    of them tells which server the tests want. Unresolved references are left as they are."""
+    def first(m: re.Match) -> str:
+        values = matrix.get(m.group(1))
+        values = values if isinstance(values, list) else [values]
+        values += [i.get(m.group(1)) for i in matrix.get("include") or [] if isinstance(i, dict)]
+        found = next((v for v in values if isinstance(v, Scalar) and v.strip()), None)
+        return str(found) if found is not None else m.group(0)
+    return Scalar(_MATRIX_REF.sub(first, text), text.line)
+
+
+def published_ports(value) -> dict[int, int]:
+    """{container port: host port} for the ports a CI service publishes on another host port (`6390:6379`):
+    the tests on the runner connect to the host's side."""
+    out: dict[int, int] = {}
+    for item in value if isinstance(value, list) else []:
+        if isinstance(item, dict):  # compose's long form
+            item = f"{item.get('published')}:{item.get('target')}" if item.get("published") else ""
+        parts = str(item).strip().split("/", 1)[0].split(":") if isinstance(item, (str, int)) else []
+        if len(parts) >= 2 and parts[-1].isdigit() and parts[-2].isdigit():
+            container, host = int(parts[-1]), int(parts[-2])
+            if container != host and 0 < host < 65536:
+                out.setdefault(container, host)  # the first mapping of a port, as needed() takes the first
+    return out
 
 
 def container_ports(value) -> list[int]:
