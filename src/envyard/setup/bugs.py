@@ -26,7 +26,10 @@ NOT_THE_PROJECT = re.compile(r"ModuleNotFoundError|ImportError|undefined symbol|
                              r"password authentication failed|(?:role|database) \S+ does not exist|"
                              # redis-py-cluster's conftest connects at import to a cluster on 127.0.0.1:7000
                              r"cannot be connected|no reachable node|reachable node|Connection reset by peer|"
-                             r"Name or service not known|Temporary failure in name resolution")
+                             r"Name or service not known|Temporary failure in name resolution|"
+                             # a conftest that stops the run on purpose (`pytest.exit("Redis is not running")`,
+                             # fakeredis's): a precondition of the environment, not a bug
+                             r"_pytest\.outcomes\.Exit\b")
 ENV_PATH = re.compile(r"site-packages|dist-packages|/opt/venv/|/\.venv/|/opt/envyard/")
 STDLIB_PATH = re.compile(r"^(?:<frozen |<string>|<stdin>|/usr/(?:local/)?lib/python\d|/usr/lib/pypy)")
 
