@@ -132,6 +132,32 @@ def test_the_projects_runner_replaces_pytests_discovery_when_that_fails_most_tes
     assert "-m unittest -v tests.test_scenarios" in (out / "test.sh").read_text()
 
 
+def test_tests_that_read_stdin_under_pytests_capture_run_again_with_s(home, tmp_path):
+    """invoke's layout: tests that read stdin fail under pytest's output capture ("reading from stdin while output
+    is captured! Consider using `-s`"). L4 runs them again with -s, keeps it (1 of 3 → 3 of 3), and test.sh has
+    the flag, so the replay agrees."""
+    src = tmp_path / "stdinreader"
+    (src / "stdinreader").mkdir(parents=True)
+    (src / "tests").mkdir()
+    (src / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=61"]\n'
+                                        'build-backend = "setuptools.build_meta"\n\n'
+                                        '[project]\nname = "stdinreader"\nversion = "1.0"\n')
+    (src / "stdinreader" / "__init__.py").write_text("def double(x):\n    return 2 * x\n")
+    (src / "tests" / "test_io.py").write_text(
+        "import sys\nfrom stdinreader import double\n\n\ndef test_double():\n    assert double(2) == 4\n\n\n"
+        "def test_reads_stdin():\n    assert sys.stdin.read() == ''\n\n\n"
+        "def test_reads_a_line():\n    assert sys.stdin.readline() == ''\n")
+    out = tmp_path / "contract"
+    r = setup_cli(home, src, "--name", "t/stdin", "--python", "3.11", "--out", out, "--json")
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["pass_ratio"] == 1.0 and data["verified"] is True, data["reason"]
+    assert "with -s (under pytest's output capture: pass ratio 0.33)" in data["levels"][-1]["detail"]
+    assert any("run with -s" in x for x in data["repairs"]), data["repairs"]
+    assert data["replay"]["statuses_same"] == 3
+    assert " -s " in (out / "test.sh").read_text()
+
+
 def test_the_projects_wider_file_pattern_collects_the_whole_suite(home, tmp_path):
     """pika's layout: nose2.cfg's `test-file-pattern = *test*.py`. pytest's default discovery collects 1 test
     (test_import.py) and would be judged alone; the project's runner finds channel_tests.py too, and is kept."""

@@ -24,7 +24,7 @@ import threading
 import time
 import traceback
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -53,6 +53,8 @@ SCAN_SCRIPT = "/tmp/envyard-importscan.py"
 MAX_REPAIRS = 4  # fixes tried for one failing step or level
 MAX_BRANCHES = 5
 MAX_OWN_RUNNERS = 3  # the project's runners tried when pytest's discovery ran the tests but few passed
+# pytest's own words when a test reads stdin under its output capture (its advice: use `-s`)
+CAPTURED_STDIN = re.compile(r"reading from stdin while output is captured")
 MAX_WIDER = 2  # the project's runners collected beside the first that did, when their file patterns find more
 UV_CACHE = "/root/.cache/uv"
 INSIDE_CA = "/etc/envyard-host-ca.crt"
@@ -138,6 +140,7 @@ class Branch:
     connection: dict = field(default_factory=dict)  # failing tests that could not reach a server (verdict.py)
     root_refusal: str = ""  # the last test run's line where a server refused to run as root (testuser.py)
     tests_timed_out: bool = False  # the last L4 run passed the test time limit
+    captured_stdin: bool = False  # the last pytest run had tests fail for reading stdin under its output capture
     integrity: "LevelResult | None" = None  # the project's Python files unchanged by setup and tests
     started: float = 0.0
     ended: float = 0.0
@@ -1225,6 +1228,7 @@ class Search:
             again.seconds += level.seconds
             level = again
         level = self._own_runner_if_pytest_disagrees(b, ws, recipe, level)
+        level = self._without_capture_if_pytest_asks(b, ws, recipe, level)
         level = self._as_test_user(b, ws, recipe, level)
         return self._dependencies_as_of_source(b, ws, recipe, level)
 
@@ -1325,6 +1329,31 @@ class Search:
         b.tests, b.connection = saved[1], saved[2]
         return level
 
+    def _without_capture_if_pytest_asks(self, b: Branch, ws: Workspace, recipe: Recipe,
+                                        level: LevelResult) -> LevelResult:
+        """Tests that read stdin, or drive a subprocess's terminal IO, fail under pytest's output capture, and pytest
+        says so ("reading from stdin while output is captured! Consider using `-s`"; invoke: 112 of 968 failed,
+        and its own test task runs pytest with capture off). Run them again with `-s` and keep that when more
+        pass: the contract's test command keeps the flag."""
+        ratio = b.pass_ratio
+        runner = runners.of_recipe(recipe)
+        if (not b.captured_stdin or not level.ok or ratio is None or ratio >= GOOD_RATIO or runner.kind != "pytest"
+                or " -s" in f"{runner.command} "):
+            return level
+        saved = (dict(b.tests), dict(b.connection))
+        self._say(b, f"L4 pass ratio {ratio:.2f}, tests read stdin under pytest's capture: trying -s")
+        runners.use(recipe, replace(runner, command=f"{runner.command} -s"))
+        tried = self._test_run(b, ws, recipe, rerun=True)
+        if tried.ok and b.pass_ratio is not None and b.pass_ratio > ratio:
+            tried.detail += f" · with -s (under pytest's output capture: pass ratio {ratio:.2f})"
+            tried.seconds += level.seconds
+            b.repairs.append(f"tests failed reading stdin under pytest's output capture (pass ratio {ratio:.2f}): "
+                             f"run with -s ({b.pass_ratio:.2f})")
+            return tried
+        runners.use(recipe, runner)
+        b.tests, b.connection = saved
+        return level
+
     def _provide_services_found(self, b: Branch, ws: Workspace, recipe: Recipe) -> bool:
         """Failing tests that could not connect to a server envyard can provide, though no evidence named it
         (django-redis's settings say `redis://127.0.0.1:6379` in code): provide it with its defaults, as a repair
@@ -1367,6 +1396,7 @@ class Search:
         b.root_refusal = testuser.refusal(r.stdout + r.stderr + _junit_text(runner, ws.sb)) or ""
         b.connection = run_connection_failures(runner, r, ws.sb)  # an interrupted run's too: a server may be why
         b.tests_timed_out = passed_limit
+        b.captured_stdin = runner.kind == "pytest" and bool(CAPTURED_STDIN.search(r.stdout[-400_000:]))
         if passed_limit:  # what ran is told, not scored: a pass ratio over part of the suite is not the suite's
             b.tests = {}
             return LevelResult(4, "tests run", False, self._limit_detail(runner, r, ws.sb), time.monotonic() - t)
