@@ -20,7 +20,8 @@ need_apt=()
 command -v debootstrap >/dev/null || need_apt+=(debootstrap)
 command -v mount >/dev/null || need_apt+=(mount)
 command -v unshare >/dev/null || need_apt+=(util-linux)   # the sandboxes' user namespace
-/sbin/ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || need_apt+=(libseccomp2)   # the seccomp filter
+# (grep reads all of ldconfig's output: `grep -q` would stop early, and ldconfig's SIGPIPE fail the pipefail'd pipe)
+/sbin/ldconfig -p 2>/dev/null | grep 'libseccomp\.so\.2' >/dev/null || need_apt+=(libseccomp2)   # the seccomp filter
 [ -x /usr/sbin/mkfs.btrfs ] || [ -x /sbin/mkfs.btrfs ] || need_apt+=(btrfs-progs)   # per-sandbox disk limits
 command -v slirp4netns >/dev/null || need_apt+=(slirp4netns)   # pod networks with internet access
 if [[ "${1:-}" == "--test" ]]; then
