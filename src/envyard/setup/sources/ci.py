@@ -298,7 +298,7 @@ def with_matrix(text: Scalar, matrix: dict) -> Scalar:
     of them tells which server the tests want. Unresolved references are left as they are."""
     def first(m: re.Match) -> str:
         values = matrix.get(m.group(1))
-        values = values if isinstance(values, list) else [values]
+        values = list(values) if isinstance(values, list) else [values]  # (a copy: the YAML's list stays as it is)
         values += [i.get(m.group(1)) for i in matrix.get("include") or [] if isinstance(i, dict)]
         found = next((v for v in values if isinstance(v, Scalar) and v.strip()), None)
         return str(found) if found is not None else m.group(0)
