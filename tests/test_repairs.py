@@ -18,11 +18,12 @@ from envyard.setup.repairs import Fix, diagnose, matching_rules, rules, tables
 NONE = frozenset()
 
 # (stage, output, expected fixes as (kind, args, rule), local packages, rules recognized without a fix)
-CASES: list[tuple[str, str, list[tuple[str, tuple[str, ...], str]], frozenset[str], tuple[str, ...]]] = []
+# retried: the step was already retried after a network failure (diagnose's `retried`)
+CASES: list[tuple[str, str, list[tuple[str, tuple[str, ...], str]], frozenset[str], tuple[str, ...], bool]] = []
 
 
-def case(stage, output, *expected, local=NONE, recognized=()):
-    CASES.append((stage, output, list(expected), frozenset(local), tuple(recognized)))
+def case(stage, output, *expected, local=NONE, recognized=(), retried=False):
+    CASES.append((stage, output, list(expected), frozenset(local), tuple(recognized), retried))
 
 
 # ---- apt steps naming packages the archive no longer has (captured: flask 1.1.2's docs name python-virtualenv)
@@ -44,6 +45,29 @@ Using Python 3.11.7 environment at: /opt/venv
 error: No solution found when resolving dependencies
   cause: Because alsa-utils was not found in the package registry and you require alsa-utils, we can conclude that your requirements are unsatisfiable.
 """, ("drop", ("alsa-utils",), "not-on-pypi"))
+
+
+# ---- a requirement from a URL that cannot be fetched (captured: uv 0.13.9, uvicorn 0.32.0's requirements.txt
+# naming `h11 @ git+https://github.com/python-hyper/h11.git@master` on a machine that cannot reach GitHub)
+
+case("install", """\
+Using Python 3.11.7 environment at: /opt/venv
+   Updating https://github.com/python-hyper/h11.git (master)
+error: Failed to download and build `h11 @ git+https://github.com/python-hyper/h11.git@master`
+  cause: Git operation failed
+  cause: failed to clone into: /root/.cache/uv/git-v2/db/1d99b16f3b4ddff6
+  cause: failed to fetch branch or tag `master`
+  cause: process didn't exit successfully: `/usr/bin/git fetch --force --update-head-ok 'https://github.com/python-hyper/h11.git' '+refs/tags/master:refs/remotes/origin/tags/master'` (exit status: 128)
+         --- stderr
+         fatal: unable to access 'https://github.com/python-hyper/h11.git/': Could not resolve host: github.com
+""", ("from_index", ("h11",), "unreachable-url-requirement"), retried=True)
+
+# an archive URL that answers 404 (reconstructed from uv's wording for a failed download)
+case("install", """\
+  × Failed to download `oldlib @ https://example.org/dist/oldlib-1.0.tar.gz`
+  ├─▶ Failed to fetch: `https://example.org/dist/oldlib-1.0.tar.gz`
+  ╰─▶ HTTP status client error (404 Not Found) for url (https://example.org/dist/oldlib-1.0.tar.gz)
+""", ("from_index", ("oldlib",), "unreachable-url-requirement"))
 
 
 # ---- not fixable ----------------------------------------------------------------------------------------------
@@ -772,10 +796,10 @@ ERROR: Unknown config option: asyncio_mode
 
 # ---- tests ----------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("stage,output,expected,local,recognized", CASES,
+@pytest.mark.parametrize("stage,output,expected,local,recognized,retried", CASES,
                          ids=[f"{i}-{c[2][0][2] if c[2] else c[4][0]}" for i, c in enumerate(CASES)])
-def test_case(stage, output, expected, local, recognized):
-    fixes = diagnose(output, stage=stage, local=local)
+def test_case(stage, output, expected, local, recognized, retried):
+    fixes = diagnose(output, stage=stage, local=local, retried=retried)
     assert [(f.kind, f.args, f.rule) for f in fixes] == expected
     assert set(recognized) <= set(matching_rules(output, stage=stage, local=local))
     for f in fixes:
@@ -820,6 +844,21 @@ def test_nothing_to_say():
                   "  package registry and you require pyfoo-bar>0.1, we can conclude that your requirements are\n"
                   "  unsatisfiable.\n")
     assert diagnose(transitive, stage="install") == []
+    # a URL requirement that was fetched and then failed to build is not replaced by the index's release
+    built = ("error: Failed to download and build `foo @ git+https://example.org/foo.git@main`\n"
+             "  cause: Build backend failed to build wheel through `build_wheel` (exit status: 1)\n")
+    assert [f.rule for f in diagnose(built, stage="install")] == []
+
+
+def test_a_network_failure_is_retried_before_a_url_requirement_is_replaced():
+    """A host that does not resolve may be a passing failure: retried first (the retry rule hides the rest);
+    once retried, the URL requirement that stays unreachable gets its fix."""
+    output = ("error: Failed to download and build `h11 @ git+https://github.com/python-hyper/h11.git@master`\n"
+              "  cause: Git operation failed\n"
+              "         fatal: unable to access 'https://github.com/python-hyper/h11.git/': Could not resolve host\n")
+    assert [f.rule for f in diagnose(output, stage="install")] == ["net-dns"]
+    assert [f.rule for f in diagnose(output, stage="install", retried=True)] == ["unreachable-url-requirement"]
+    assert diagnose("Temporary failure in name resolution", stage="install", retried=True) == []
 
 
 def test_local_packages_are_not_fixed():

@@ -333,6 +333,20 @@ def test_a_requirement_whose_releases_are_all_yanked_is_left_out(home, tmp_path)
     assert any("every release of types-pkg-resources was withdrawn" in x for x in data["repairs"]), data["repairs"]
 
 
+def test_a_url_requirement_that_cannot_be_fetched_is_installed_from_the_index(home, tmp_path):
+    """uvicorn's requirements.txt names h11 from a git branch on GitHub; where that cannot be fetched, the index's
+    h11 stands in (a uv override) and the contract replays it."""
+    src = copy_fixture(tmp_path)
+    (src / "requirements.txt").write_text("iniconfig @ git+http://127.0.0.1:9/iniconfig.git@main\n")
+    r = setup_cli(home, src, "--name", "urlreq", "--python", "3.11", "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["verified"], data["reason"]
+    assert any("iniconfig from a URL that cannot be fetched" in x for x in data["repairs"]), data["repairs"]
+    assert any("requirement-overrides.txt" in s["command"] and "iniconfig" in s["command"]
+               for s in data["recipe"]["steps"]), data["recipe"]["steps"]
+
+
 def test_install_failure_stops_at_l0_with_the_reason(home, tmp_path):
     src = copy_fixture(tmp_path, **{"dependencies = []": 'dependencies = ["envyard-no-such-package-xyz==1.0"]'})
     # One interpreter: the failure is the project's on any, and fallbacks would only build more setup bases

@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 from envyard.setup import modules
 from envyard.setup.interpreters import Interpreter
-from envyard.setup.plan import Recipe, Step
+from envyard.setup.plan import OVERRIDES, Recipe, Step
 from envyard.setup.repairs import Fix, diagnose
-from envyard.setup.search import DEBIAN_HAS, DROPPED, IMPORT_FROM_SOURCE, Search, guessed_module
+from envyard.setup.search import DEBIAN_HAS, IMPORT_FROM_SOURCE, Search, guessed_module
 
 
 def test_candidates_for_a_module_most_likely_first():
@@ -92,13 +92,29 @@ def test_a_requirement_pypi_lacks_is_left_out_and_installed_from_debian():
     before, again = Search._fix_steps(None, fix, recipe, failed, ws)
     assert DEBIAN_HAS.format(name="alsa-utils") in ws.commands
     assert before[0].kind == "apt" and before[0].command.endswith("alsa-utils")
-    assert before[1].command.endswith(f"'alsa-utils; sys_platform == \"never\"' >> {DROPPED}")
-    assert again.command == f"uv pip install -r requirements.txt --override {DROPPED}"
+    assert before[1].command.endswith(f"'alsa-utils; sys_platform == \"never\"' >> {OVERRIDES}")
+    assert again.command == f"uv pip install -r requirements.txt --override {OVERRIDES}"
     # a second name: the step keeps one --override; a name Debian lacks is only left out
     before2, again2 = Search._fix_steps(None, Fix("drop", ("internal-lib",), "not-on-pypi", "x"), recipe, again,
                                         FakeWorkspace(set()))
     assert [s.kind for s in before2] == ["repair"] and again2.command == again.command
     assert any("internal-lib" in n for n in recipe.notes)
+
+
+def test_a_url_requirement_that_cannot_be_fetched_comes_from_the_index():
+    """uvicorn's requirements.txt names `h11 @ git+https://github.com/...@master`: the index's h11 stands in, as a
+    uv override (an override also replaces a URL requirement), and the step runs again obeying it."""
+    output = ("error: Failed to download and build `h11 @ git+https://github.com/python-hyper/h11.git@master`\n"
+              "  cause: Git operation failed\n"
+              "         fatal: unable to access 'https://github.com/python-hyper/h11.git/': Could not resolve host\n")
+    fix = diagnose(output, stage="install", retried=True)[0]
+    assert (fix.kind, fix.args, fix.rule) == ("from_index", ("h11",), "unreachable-url-requirement")
+    recipe = Recipe(Interpreter("host", "host", "/usr/bin/python3", "3.11.2"))
+    failed = Step("requirements", "uv pip install -r requirements.txt", "requirements.file")
+    before, again = Search._fix_steps(None, fix, recipe, failed, FakeWorkspace(set()))
+    assert [s.kind for s in before] == ["repair"] and before[0].command.endswith(f"' h11 >> {OVERRIDES}")
+    assert again.command == f"uv pip install -r requirements.txt --override {OVERRIDES}"
+    assert any("h11" in n and "package index" in n for n in recipe.notes)
 
 
 def test_unpackaged_modules_import_from_the_source_tree(tmp_path):

@@ -36,13 +36,12 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from .evidence import Evidence
-from .plan import Recipe, Step, for_another_python
+from .plan import OVERRIDES, Recipe, Step, for_another_python
 
 # What the environment held when the pass started: every install of the pass is constrained to it.
 BEFORE = "/opt/envyard/complete-constraints.txt"
 FREEZE_STEP = (f"mkdir -p /opt/envyard && {{ uv pip freeze --exclude-editable | grep -E '^[A-Za-z0-9._-]+==' "
                f"|| true; }} > {BEFORE}")
-DROPPED_OVERRIDE = "--override /opt/envyard/dropped-requirements.txt"
 MAX_MODULES = 12          # missing modules mapped per pass (most imported first)
 MAX_CANDIDATES = 4        # distributions tried per module: learned, the table's, the name, py-NAME...
 MAX_SPLIT = 12            # a failing group is retried requirement by requirement only when this small
@@ -139,8 +138,8 @@ def _name_and_spec(requirement: str) -> tuple[str, str] | None:
 
 def install_command(recipe: Recipe, args: str) -> str:
     """`uv pip install` for the pass: the recipe's cut-off, the versions installed before the pass as
-    constraints, and the requirements left out of the project's installs (not on PyPI) still left out."""
-    override = f" {DROPPED_OVERRIDE}" if any(DROPPED_OVERRIDE in s.command for s in recipe.steps) else ""
+    constraints, and the project's installs' overrides (requirements left out, URLs replaced) still obeyed."""
+    override = f" --override {OVERRIDES}" if any(f"--override {OVERRIDES}" in s.command for s in recipe.steps) else ""
     # a -c option replaces UV_CONSTRAINT (a shipped uv.lock's export) rather than adding to it: name both
     locked = "".join(f" -c {shlex.quote(f)}" for f in recipe.env.get("UV_CONSTRAINT", "").split())
     return recipe.install(f"-c {BEFORE}{locked}{override} {args}")

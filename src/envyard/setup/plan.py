@@ -27,6 +27,9 @@ from .sources.knowledge import service_for_package
 
 VENV = "/opt/venv"
 INSTALL = "uv pip install"
+# uv overrides every install of a setup obeys once a repair wrote them: requirements left out (a marker that is
+# never true) and URL requirements replaced by the index's release of the same name.
+OVERRIDES = "/opt/envyard/requirement-overrides.txt"
 # Requirements files for other jobs than the tests: docs, linters, benchmarks (tomli's benchmark/requirements.txt
 # builds C++ TOML parsers that fail on a stock machine), profilers, fuzzers, type checkers.
 NOT_FOR_TESTS = re.compile(r"doc|lint|bench|profil|fuzz|mypy|typing|typecheck", re.I)

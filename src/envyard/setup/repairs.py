@@ -22,15 +22,15 @@ from packaging.version import InvalidVersion, Version
 
 MISSING_MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '([A-Za-z_][\w.]*)'")
 STAGES = ("install", "import", "collect")
-KINDS = ("apt", "apt_drop", "drop", "pip", "build_deps", "legacy_setuptools", "legacy_editable", "cutoff", "python", "retry", "env", "none")
-MERGED = ("apt", "apt_drop", "drop", "pip", "build_deps", "legacy_setuptools", "env")  # several matches of a rule → one fix
+KINDS = ("apt", "apt_drop", "drop", "from_index", "pip", "build_deps", "legacy_setuptools", "legacy_editable", "cutoff", "python", "retry", "env", "none")
+MERGED = ("apt", "apt_drop", "drop", "from_index", "pip", "build_deps", "legacy_setuptools", "env")  # several matches of a rule → one fix
 SPECIAL_TABLES = ("dist", "pytest_option", "pytest_ini", "abi_tags")
 PYTHONS = [Version("2.7")] + [Version(f"3.{m}") for m in range(0, 21)]
 
 
 @dataclass(frozen=True)
 class Fix:
-    kind: str  # apt | apt_drop | drop | pip | build_deps | legacy_setuptools | legacy_editable | cutoff | python
+    kind: str  # apt | apt_drop | drop | from_index | pip | build_deps | legacy_setuptools | legacy_editable | cutoff | python
     #            | retry | env
     #            | lock_drop (search.py: a stale lock stops constraining the installs)
     args: tuple[str, ...]  # Debian packages, requirements, NAME=VALUE, or ("older"|"newer", constraint)
@@ -92,12 +92,14 @@ def rules() -> tuple[Rule, ...]:
     return tuple(out)
 
 
-def diagnose(output: str, *, stage: str, local: frozenset[str] = frozenset()) -> list[Fix]:
+def diagnose(output: str, *, stage: str, local: frozenset[str] = frozenset(), retried: bool = False) -> list[Fix]:
     """Fixes for a failed step's output, in order of preference, without duplicates; [] when nothing matches.
     stage: 'install' (an install step failed), 'import' (L1 import of the project failed), 'collect' (pytest
-    --collect-only failed). local: the project's own top-level packages (never fetched, never "too new")."""
+    --collect-only failed). local: the project's own top-level packages (never fetched, never "too new").
+    retried: the step was already retried as often as a network failure earns; the retry rules (which hide
+    every other rule when they match) are passed over, so a fix for what stays unreachable can show."""
     fixes: list[Fix] = []
-    for _, found in _matches(output, stage, local):
+    for _, found in _matches(output, stage, local, retried):
         for fix in found:
             if all((f.kind, f.args) != (fix.kind, fix.args) for f in fixes):
                 fixes.append(fix)
@@ -109,12 +111,12 @@ def matching_rules(output: str, *, stage: str, local: frozenset[str] = frozenset
     return [rule.id for rule, _ in _matches(output, stage, local)]
 
 
-def _matches(output: str, stage: str, local: frozenset[str]):
+def _matches(output: str, stage: str, local: frozenset[str], retried: bool = False):
     """(rule, its fixes) for each rule that recognizes the output, in table order."""
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}")
     for rule in rules():
-        if stage not in rule.stages:
+        if stage not in rule.stages or (retried and rule.kind == "retry"):
             continue
         found = [fix for fix in (_fix(rule, m, local) for m in rule.pattern.finditer(output)) if fix]
         if not found:

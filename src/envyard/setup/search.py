@@ -41,8 +41,8 @@ from . import complete, hosts, importscan, pins, runners, services, testuser
 from .verdict import GOOD_RATIO, connection_failures
 from .evidence import Evidence
 from .interpreters import SETUP_DISK, Interpreter, minor, setup_base
-from .plan import (APT_INSTALL, ENV, INSTALL, VENV, Candidate, Recipe, Step, apt_packages, apt_step, as_of_step,
-                   cutoff_of, plan, runtime_dependencies, source_date)
+from .plan import (APT_INSTALL, ENV, INSTALL, OVERRIDES, VENV, Candidate, Recipe, Step, apt_packages, apt_step,
+                   as_of_step, cutoff_of, plan, runtime_dependencies, source_date)
 from . import modules
 from .bugs import ProjectBug, project_bug
 from .repairs import Fix, _stdlib, diagnose, missing_modules
@@ -52,14 +52,14 @@ JUNIT = "/tmp/envyard-junit.xml"
 SCAN_SCRIPT = "/tmp/envyard-importscan.py"
 MAX_REPAIRS = 4  # fixes tried for one failing step or level
 MAX_BRANCHES = 5
+MAX_RETRIES = 2  # times an install step is run again after a network failure
 MAX_OWN_RUNNERS = 3  # the project's runners tried when pytest's discovery ran the tests but few passed
 # pytest's own words when a test reads stdin under its output capture (its advice: use `-s`)
 CAPTURED_STDIN = re.compile(r"reading from stdin while output is captured")
 MAX_WIDER = 2  # the project's runners collected beside the first that did, when their file patterns find more
 UV_CACHE = "/root/.cache/uv"
 INSIDE_CA = "/etc/envyard-host-ca.crt"
-# Requirements left out of installs (uv overrides with a marker that is never true), and whether Debian has NAME.
-DROPPED = "/opt/envyard/dropped-requirements.txt"
+# Whether Debian has NAME.
 DEBIAN_HAS = ("(apt-cache show --no-all-versions {name} || (apt-get update -qq && apt-cache show --no-all-versions "
               "{name})) >/dev/null 2>&1")
 
@@ -619,7 +619,8 @@ class Search:
         base, carried = recipe.steps[i], []  # requirements left out stay left out while the next fix is tried
         for _ in range(MAX_REPAIRS):
             fixes = [f for f in [*self._lock_conflict(ws, recipe, r.stdout + r.stderr),
-                                 *diagnose(r.stdout + r.stderr, stage="install", local=frozenset(recipe.packages))]
+                                 *diagnose(r.stdout + r.stderr, stage="install", local=frozenset(recipe.packages),
+                                           retried=retries >= MAX_RETRIES)]
                      if (f.kind, f.args) not in tried]
             self._note_bug(b, r.stdout + r.stderr, "install", final=not fixes)
             if not fixes:
@@ -630,8 +631,6 @@ class Search:
                 self._spawn(b, fix)
                 return r, 1
             if fix.kind == "retry":
-                if retries >= 2:
-                    return r, 1
                 retries += 1
                 tried.discard((fix.kind, fix.args))
             self._say(b, f"repair: {fix.rule}")
@@ -683,16 +682,16 @@ class Search:
             names = [n for n in fix.args if re.fullmatch(r"[a-z0-9][a-z0-9.+-]+", n.lower())]
             debian = [n.lower() for n in names if ws.sh(DEBIAN_HAS.format(name=shlex.quote(n.lower())), "/",
                                                          300).exit_code == 0]
-            before = [Step("repair", "mkdir -p /opt/envyard && printf '%s\\n' "
-                           + quote(f'{n}; sys_platform == "never"' for n in fix.args) + f" >> {DROPPED}", why)]
+            before = [_override_step((f'{n}; sys_platform == "never"' for n in fix.args), why)]
             if debian:
                 before.insert(0, apt_step(debian, f"{why}; Debian has {', '.join(debian)}"))
             recipe.notes.append(f"left out of the Python requirements (not on PyPI): {', '.join(fix.args)}"
                                 + (f"; installed from Debian: {', '.join(debian)}" if debian else ""))
-            again = failed
-            if f"--override {DROPPED}" not in failed.command:
-                again = Step(failed.kind, f"{failed.command} --override {DROPPED}", f"{failed.why}; {why}")
-            return before, again
+            return before, _with_overrides(failed, why)
+        if fix.kind == "from_index":  # a URL that cannot be fetched: the index's release of that name instead
+            recipe.notes.append(f"installed from the package index instead of their URL (not reachable): "
+                                f"{', '.join(fix.args)}")
+            return [_override_step(fix.args, why)], _with_overrides(failed, why)
         if fix.kind == "pip":
             return [Step("repair", recipe.install(quote(fix.args)), why)], failed
         if fix.kind in ("build_deps", "legacy_setuptools"):
@@ -1533,6 +1532,18 @@ def guessed_module(output: str, guessed: dict[str, str]) -> str | None:
         if top in guessed:
             return top
     return None
+
+
+def _override_step(lines, why: str) -> Step:
+    """A recipe step adding lines to the overrides file every later install passes to uv."""
+    return Step("repair", f"mkdir -p {os.path.dirname(OVERRIDES)} && printf '%s\\n' {quote(lines)} >> {OVERRIDES}", why)
+
+
+def _with_overrides(step: Step, why: str) -> Step:
+    """The failed install step again, obeying the overrides file."""
+    if f"--override {OVERRIDES}" in step.command:
+        return step
+    return Step(step.kind, f"{step.command} --override {OVERRIDES}", f"{step.why}; {why}")
 
 
 def quote(args) -> str:
