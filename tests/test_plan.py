@@ -304,3 +304,25 @@ def test_runtime_dependencies_are_the_metadata_s_unconditional_installed_ones(tm
     cmd = as_of_step(wanted, "2016-02-04T23:59:59Z")
     assert cmd == ("uv pip install --reinstall-package Testing.Common_Database --exclude-newer-package "
                    "Testing.Common_Database=2016-02-04T23:59:59Z 'Testing.Common_Database>=1.1'")
+
+
+def test_extras_the_projects_own_ci_and_tox_install_are_installed(tmp_path):
+    """tzlocal keeps pytest-mock in an extra named devenv, which its CI installs (`pip install .[devenv]`): a name
+    that does not look test-like is installed when the project's CI, tox or Makefile installs it; its docs and
+    lint extras are not, nor extras of other packages."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\nversion = "1.0"\n[project.optional-dependencies]\n'
+        'devenv = ["pytest-mock"]\ntest = ["pytest"]\ndocs = ["sphinx"]\nfull = ["rich"]\nyaml = ["pyyaml"]\n'
+        'lint = ["ruff"]\n')
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "__init__.py").write_text("")
+    (tmp_path / ".github" / "workflows").mkdir(parents=True)
+    (tmp_path / ".github" / "workflows" / "ci.yml").write_text(
+        "on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - run: pip install .[devenv] 'other[yaml]'\n      - run: pip install -e \".[docs,lint]\"\n"
+        "      - run: pytest\n")
+    (tmp_path / "tox.ini").write_text("[testenv]\nextras =\n    full\ncommands = pytest\n")
+    ev = gather(tmp_path)
+    assert sorted(f.value for f in ev.of("test_extra")) == ["devenv", "docs", "full", "lint"]
+    step = next(s for s in plan(ev, Candidate(HOST, None, "x")).steps if s.kind == "project")
+    assert step.command.endswith("-e '.[devenv,full,test]'"), step.command

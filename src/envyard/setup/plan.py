@@ -262,6 +262,20 @@ def _minor_or_none(value) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+def test_extras(ev: Evidence) -> list[str]:
+    """The project's extras to install for its tests: those with a test-like name, and those its CI, tox or
+    Makefile install (`test_extra`: tzlocal's CI runs `pip install .[devenv]`, and devenv holds pytest-mock),
+    except documentation, lint and benchmark ones."""
+    declared = {canonicalize_name(f.value["extra"]): f.value["extra"] for f in ev.of("extra")
+                if isinstance(f.value, dict) and isinstance(f.value.get("extra"), str)}
+    chosen = {name for name in declared.values() if TESTISH.search(name)}
+    for value in ev.values("test_extra"):
+        name = declared.get(canonicalize_name(str(value)))
+        if name and not NOT_FOR_TESTS.search(name):
+            chosen.add(name)
+    return sorted(chosen)
+
+
 def _quote_reqs(reqs: list[str]) -> str:
     return " ".join(shlex.quote(r) for r in reqs)
 
@@ -353,7 +367,7 @@ def plan(ev: Evidence, cand: Candidate) -> Recipe:
             r.notes += [f"{f.value['path']} rewritten for uv: {n}" for n in rewrite["notes"][:20]]
     project = any(f.kind in ("build_backend",) for f in ev.facts) or any(
         (ev.root / n).is_file() for n in ("pyproject.toml", "setup.py", "setup.cfg"))
-    extras = sorted({f.value["extra"] for f in ev.of("extra") if isinstance(f.value, dict) and TESTISH.search(f.value["extra"])})
+    extras = test_extras(ev)
     if project:
         target = "." + (f"[{','.join(extras)}]" if extras else "")
         r.steps.append(Step("project", r.install(f"-e {shlex.quote(target)}"),

@@ -186,6 +186,15 @@ def _script(toks: list[str]) -> Classified:
     return Classified(None, None)
 
 
+# The project itself with extras in an install command: `pip install .[devenv]`, `-e ".[test,docs]"`, `-e.[x]`
+_PROJECT_WITH_EXTRAS = re.compile(r"""(?:^|[\s=]|-e)['"]?\.\[([\w.,\s-]+)\]""")
+
+
+def project_extras(command: str) -> list[str]:
+    """The extras of the project itself (`.`) that an install command installs."""
+    return [e.strip() for m in _PROJECT_WITH_EXTRAS.finditer(command) for e in m.group(1).split(",") if e.strip()]
+
+
 def record_command(sink: Sink, text: str, file: str, line: int | None, via: str, *, installs: bool = True,
                    state: dict | None = None) -> bool:
     """Record the test commands (and install commands) in one shell line; returns whether a test command was
@@ -206,6 +215,8 @@ def record_command(sink: Sink, text: str, file: str, line: int | None, via: str,
         if c.tool == "install":
             if installs:
                 sink.add("install_command", literal, file, line, via)
+                for extra in project_extras(command):
+                    sink.add("test_extra", extra, file, line, f"{via} (install)")
         elif c.tool:
             found = True
             sink.add("test_command", literal, file, line, via)

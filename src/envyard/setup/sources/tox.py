@@ -98,6 +98,11 @@ def _read_env(sink: Sink, rel: str, env: str, values: dict[str, IniValue]) -> No
         sink.add("test_command", f"tox -e {env}", rel, commands.line, "tox.env")
     if found and env == "testenv":
         sink.add("test_command", "tox", rel, commands.line, "tox.env")
+    extras = values.get("extras")
+    for number, text in (extras.parts if extras else []):
+        for name in re.split(r"[\s,]+", _FACTOR_PREFIX_RE.sub("", text)):
+            if name:
+                sink.add("test_extra", name, rel, number, f"{label}.extras")
     deps = values.get("deps")
     if deps:
         for number, text in deps.parts:
