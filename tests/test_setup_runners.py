@@ -158,6 +158,31 @@ def test_tests_that_read_stdin_under_pytests_capture_run_again_with_s(home, tmp_
     assert " -s " in (out / "test.sh").read_text()
 
 
+def test_a_plugin_fixture_the_project_names_nowhere_is_installed(home, tmp_path):
+    """Tests that use pytest-mock's `mocker` while the project declares no pytest-mock anywhere envyard reads
+    fail with "fixture 'mocker' not found" (1 of 3 pass). L4 installs the plugin that provides it, runs the
+    tests again and keeps it (3 of 3); the contract installs it, so the replay agrees."""
+    src = tmp_path / "mockuser"
+    (src / "mockuser").mkdir(parents=True)
+    (src / "tests").mkdir()
+    (src / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=61"]\n'
+                                        'build-backend = "setuptools.build_meta"\n\n'
+                                        '[project]\nname = "mockuser"\nversion = "1.0"\n')
+    (src / "mockuser" / "__init__.py").write_text("import os\n\n\ndef home():\n    return os.getcwd()\n")
+    (src / "tests" / "test_mock.py").write_text(
+        "import os\nimport mockuser\n\n\ndef test_plain():\n    assert mockuser.home()\n\n\n"
+        "def test_patched(mocker):\n    mocker.patch.object(os, 'getcwd', return_value='/x')\n"
+        "    assert mockuser.home() == '/x'\n\n\n"
+        "def test_spy(mocker):\n    spy = mocker.spy(os, 'getcwd')\n    mockuser.home()\n    assert spy.call_count == 1\n")
+    out = tmp_path / "contract"
+    r = setup_cli(home, src, "--name", "t/mocker", "--python", "3.11", "--out", out, "--json")
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["pass_ratio"] == 1.0 and data["verified"] is True, data["reason"]
+    assert any("fixtures mocker (pass ratio 0.33): installed pytest-mock" in x for x in data["repairs"]), data["repairs"]
+    assert "pytest-mock" in (out / "setup.sh").read_text()
+
+
 def test_the_projects_wider_file_pattern_collects_the_whole_suite(home, tmp_path):
     """pika's layout: nose2.cfg's `test-file-pattern = *test*.py`. pytest's default discovery collects 1 test
     (test_import.py) and would be judged alone; the project's runner finds channel_tests.py too, and is kept."""

@@ -46,7 +46,7 @@ from .plan import (APT_INSTALL, ENV, INSTALL, OVERRIDES, VENV, Candidate, Recipe
 from . import modules
 from .bugs import ProjectBug, project_bug
 from .repairs import Fix, _stdlib, diagnose, missing_modules
-from .sources.knowledge import system_packages
+from .sources.knowledge import pytest_plugins, system_packages
 
 JUNIT = "/tmp/envyard-junit.xml"
 SCAN_SCRIPT = "/tmp/envyard-importscan.py"
@@ -56,6 +56,7 @@ MAX_RETRIES = 2  # times an install step is run again after a network failure
 MAX_OWN_RUNNERS = 3  # the project's runners tried when pytest's discovery ran the tests but few passed
 # pytest's own words when a test reads stdin under its output capture (its advice: use `-s`)
 CAPTURED_STDIN = re.compile(r"reading from stdin while output is captured")
+MISSING_FIXTURE = re.compile(r"\bfixture '(\w+)' not found")  # pytest's words for a fixture no plugin provides
 MAX_WIDER = 2  # the project's runners collected beside the first that did, when their file patterns find more
 UV_CACHE = "/root/.cache/uv"
 INSIDE_CA = "/etc/envyard-host-ca.crt"
@@ -141,6 +142,7 @@ class Branch:
     root_refusal: str = ""  # the last test run's line where a server refused to run as root (testuser.py)
     tests_timed_out: bool = False  # the last L4 run passed the test time limit
     captured_stdin: bool = False  # the last pytest run had tests fail for reading stdin under its output capture
+    missing_fixtures: tuple[str, ...] = ()  # fixtures the last pytest run did not find ("fixture 'mocker' not found")
     integrity: "LevelResult | None" = None  # the project's Python files unchanged by setup and tests
     started: float = 0.0
     ended: float = 0.0
@@ -1228,6 +1230,7 @@ class Search:
             level = again
         level = self._own_runner_if_pytest_disagrees(b, ws, recipe, level)
         level = self._without_capture_if_pytest_asks(b, ws, recipe, level)
+        level = self._plugins_for_missing_fixtures(b, ws, recipe, level)
         level = self._as_test_user(b, ws, recipe, level)
         return self._dependencies_as_of_source(b, ws, recipe, level)
 
@@ -1353,6 +1356,39 @@ class Search:
         b.tests, b.connection = saved
         return level
 
+    def _plugins_for_missing_fixtures(self, b: Branch, ws: Workspace, recipe: Recipe,
+                                      level: LevelResult) -> LevelResult:
+        """Tests that use a plugin's fixture the project names nowhere envyard reads fail with "fixture 'mocker'
+        not found". The plugins that provide those fixtures (data/pytest_plugins.toml [fixtures]) are installed
+        and the tests run again, in a transaction kept, as a repair the contract keeps, only when more pass."""
+        ratio = b.pass_ratio
+        table = pytest_plugins()["fixtures"]
+        wanted = list(dict.fromkeys(table[f] for f in b.missing_fixtures if f in table))
+        if not level.ok or ratio is None or ratio >= GOOD_RATIO or not wanted:
+            return level
+        fixtures = [f for f in b.missing_fixtures if f in table]
+        step = Step("repair", recipe.install(quote(wanted)),
+                    f"repair (fixture-plugin): the tests use {', '.join(fixtures)}, which {', '.join(wanted)} "
+                    "provides")
+        saved = (dict(b.tests), dict(b.connection))
+        self._say(b, f"L4 pass ratio {ratio:.2f}, fixtures not found ({', '.join(fixtures)}): "
+                     f"installing {', '.join(wanted)}")
+        snap = ws.begin()
+        r = ws.sh(step.command, self.workdir, self.step_timeout)
+        if r.exit_code == 0:
+            again = self._test_run(b, ws, recipe, rerun=True)
+            if again.ok and (b.pass_ratio or 0.0) > ratio:
+                recipe.steps.append(step)
+                b.repairs.append(f"tests failed for want of the fixtures {', '.join(fixtures)} (pass ratio "
+                                 f"{ratio:.2f}): installed {', '.join(wanted)} ({b.pass_ratio:.2f})")
+                again.seconds += level.seconds
+                return again
+        b.log.append(f"installing {', '.join(wanted)} for the missing fixtures did not help (exit {r.exit_code}): "
+                     "rolled back\n")
+        b.tests, b.connection = saved
+        ws.rollback(snap)
+        return level
+
     def _provide_services_found(self, b: Branch, ws: Workspace, recipe: Recipe) -> bool:
         """Failing tests that could not connect to a server envyard can provide, though no evidence named it
         (django-redis's settings say `redis://127.0.0.1:6379` in code): provide it with its defaults, as a repair
@@ -1396,6 +1432,8 @@ class Search:
         b.connection = run_connection_failures(runner, r, ws.sb)  # an interrupted run's too: a server may be why
         b.tests_timed_out = passed_limit
         b.captured_stdin = runner.kind == "pytest" and bool(CAPTURED_STDIN.search(r.stdout[-400_000:]))
+        b.missing_fixtures = tuple(dict.fromkeys(MISSING_FIXTURE.findall(r.stdout[-400_000:]))) \
+            if runner.kind == "pytest" else ()
         if passed_limit:  # what ran is told, not scored: a pass ratio over part of the suite is not the suite's
             b.tests = {}
             return LevelResult(4, "tests run", False, self._limit_detail(runner, r, ws.sb), time.monotonic() - t)

@@ -55,7 +55,8 @@ def service_for_package(package: str) -> str | None:
 @functools.cache
 def pytest_plugins() -> dict[str, dict[str, str]]:
     data = _load("pytest_plugins.toml")
-    return {"options": dict(data.get("options", {})), "ini": {k.lower(): v for k, v in data.get("ini", {}).items()}}
+    return {"options": dict(data.get("options", {})), "ini": {k.lower(): v for k, v in data.get("ini", {}).items()},
+            "fixtures": dict(data.get("fixtures", {}))}
 
 
 def service_for_image(image: str) -> str | None:
