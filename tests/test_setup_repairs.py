@@ -131,3 +131,17 @@ def test_unpackaged_modules_import_from_the_source_tree(tmp_path):
                          capture_output=True, text=True)
     assert bad.returncode == 1 and "No module named 'netaddr_not_installed'" in bad.stderr
     assert not (tmp_path / "__pycache__").exists()
+
+
+def test_a_failed_install_is_told_by_the_line_that_says_why():
+    """bcrypt's Rust extension: cargo cannot reach crates.io, and uv's last words are its generic hint
+    (reconstructed output)."""
+    from envyard.setup.search import telling_line
+    cargo = ("   Compiling bcrypt\n    error: failed to get `pyo3` as a dependency of package `bcrypt-rust v0.1.0`\n"
+             "    Caused by:\n      download of config.json failed\n"
+             "      [6] Could not resolve hostname (Could not resolve host: index.crates.io)\n"
+             "  error: `cargo metadata --manifest-path src/_bcrypt/Cargo.toml` failed with code 101\n\n"
+             "hint: Build failures usually indicate a problem with the package or the build environment\n")
+    assert telling_line(cargo) == "[6] Could not resolve hostname (Could not resolve host: index.crates.io)"
+    assert telling_line("error: x failed\nhint: Build failures usually indicate a problem\n") == "error: x failed"
+    assert telling_line("") == ""

@@ -606,10 +606,9 @@ class Search:
             if r.exit_code != 0 and not r.timed_out:
                 r, advance = self._repair_step(b, ws, recipe, i, snap, r)
             if r.exit_code != 0:
-                tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or [""]
                 why = "timed out" if r.timed_out else f"exited {r.exit_code}"
-                return LevelResult(0, "install", False, f"step {i + 1} ({recipe.steps[i].kind}) {why}: {tail[0][:300]}",
-                                   time.monotonic() - t)
+                return LevelResult(0, "install", False, f"step {i + 1} ({recipe.steps[i].kind}) {why}: "
+                                   f"{telling_line(r.stderr or r.stdout)[:300]}", time.monotonic() - t)
             i += advance
         return LevelResult(0, "install", True, f"{len(recipe.steps)} steps", time.monotonic() - t)
 
@@ -1582,6 +1581,20 @@ def _with_overrides(step: Step, why: str) -> Step:
     if f"--override {OVERRIDES}" in step.command:
         return step
     return Step(step.kind, f"{step.command} --override {OVERRIDES}", f"{step.why}; {why}")
+
+
+# A host that could not be reached, in the words of git, curl, cargo, pip and uv: the line that says why.
+UNREACHABLE = re.compile(r"Could not resolve host|Temporary failure in name resolution|failed to lookup address|"
+                         r"unable to access|Network is unreachable|dns error|Connection refused")
+
+
+def telling_line(output: str) -> str:
+    """The line of a failed step's output that says why: the last one naming an unreachable host, else the last
+    one that is not uv's closing advice (`hint: Build failures usually indicate...`)."""
+    lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
+    said = [line for line in lines if UNREACHABLE.search(line)] or \
+        [line for line in lines if not line.startswith(("hint:", "help:"))] or lines or [""]
+    return said[-1]
 
 
 def quote(args) -> str:
