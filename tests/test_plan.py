@@ -306,23 +306,37 @@ def test_runtime_dependencies_are_the_metadata_s_unconditional_installed_ones(tm
                    "Testing.Common_Database=2016-02-04T23:59:59Z 'Testing.Common_Database>=1.1'")
 
 
-def test_extras_the_projects_own_ci_and_tox_install_are_installed(tmp_path):
-    """tzlocal keeps pytest-mock in an extra named devenv, which its CI installs (`pip install .[devenv]`): a name
-    that does not look test-like is installed when the project's CI, tox or Makefile installs it; its docs and
-    lint extras are not, nor extras of other packages."""
-    (tmp_path / "pyproject.toml").write_text(
-        '[project]\nname = "demo"\nversion = "1.0"\n[project.optional-dependencies]\n'
-        'devenv = ["pytest-mock"]\ntest = ["pytest"]\ndocs = ["sphinx"]\nfull = ["rich"]\nyaml = ["pyyaml"]\n'
-        'lint = ["ruff"]\n')
-    (tmp_path / "demo").mkdir()
-    (tmp_path / "demo" / "__init__.py").write_text("")
-    (tmp_path / ".github" / "workflows").mkdir(parents=True)
-    (tmp_path / ".github" / "workflows" / "ci.yml").write_text(
-        "on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n"
-        "      - run: pip install .[devenv] 'other[yaml]'\n      - run: pip install -e \".[docs,lint]\"\n"
-        "      - run: pytest\n")
-    (tmp_path / "tox.ini").write_text("[testenv]\nextras =\n    full\ncommands = pytest\n")
-    ev = gather(tmp_path)
-    assert sorted(f.value for f in ev.of("test_extra")) == ["devenv", "docs", "full", "lint"]
-    step = next(s for s in plan(ev, Candidate(HOST, None, "x")).steps if s.kind == "project")
-    assert step.command.endswith("-e '.[devenv,full,test]'"), step.command
+def _extras_project(root, extras: str, files: dict[str, str]):
+    (root / "pyproject.toml").write_text('[project]\nname = "demo"\nversion = "1.0"\n'
+                                         '[project.optional-dependencies]\n' + extras)
+    (root / "demo").mkdir()
+    (root / "demo" / "__init__.py").write_text("")
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    ev = gather(root)
+    return ev, next(s for s in plan(ev, Candidate(HOST, None, "x")).steps if s.kind == "project").command
+
+
+def test_extras_the_projects_ci_installs_are_installed_when_none_looks_like_a_test_extra(tmp_path):
+    """tzlocal keeps pytest-mock in an extra named devenv, which its CI installs (`pip install .[devenv]`): with no
+    test-like extra, what the project's CI installs is; its docs and lint extras are not, nor other packages'."""
+    ci = ("on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n"
+          "      - run: pip install .[devenv] 'other[yaml]'\n      - run: pip install -e \".[docs,lint]\"\n"
+          "      - run: pytest\n")
+    ev, command = _extras_project(tmp_path, 'devenv = ["pytest-mock"]\ndocs = ["sphinx"]\nyaml = ["pyyaml"]\n'
+                                  'lint = ["ruff"]\n', {".github/workflows/ci.yml": ci})
+    assert sorted(f.value for f in ev.of("test_extra")) == ["devenv", "docs", "lint"]
+    assert command.endswith("-e '.[devenv]'"), command
+
+
+def test_extras_of_tox_s_base_environment_join_the_test_like_ones(tmp_path):
+    """tox's `[testenv]` extras are installed beside the test-like ones (testtools: test, twisted); a named
+    environment's are a variant (bleach's py39-tinycss2), and a CI job's are not needed when a test extra exists
+    (sparse's `.[finch]` job)."""
+    tox = "[testenv]\nextras =\n    test\n    full\ncommands = pytest\n\n[testenv:all]\nextras = yaml\n"
+    ci = ("on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n"
+          "      - run: pip install .[finch]\n      - run: pytest\n")
+    ev, command = _extras_project(tmp_path, 'test = ["pytest"]\nfull = ["rich"]\nyaml = ["pyyaml"]\n'
+                                  'finch = ["finch-tensor"]\n', {"tox.ini": tox, ".github/workflows/ci.yml": ci})
+    assert command.endswith("-e '.[full,test]'"), command

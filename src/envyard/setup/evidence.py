@@ -31,7 +31,8 @@ Fact kinds:
                        `python_paths` as PYTEST_ADDOPTS)
     test_path, test_dir, test_suite
     install_command    an install command line from CI, tox, Makefile, Dockerfile
-    test_extra         an extra of the project that its CI, tox (`extras =`) or Makefile installs (`pip install .[x]`)
+    test_extra         an extra of the project that its CI or Makefile installs (`pip install .[x]`), or tox's base
+                       `[testenv]` lists in `extras =` (via "tox.extras")
     system_package     a Debian package                   {"name", [for, when]}
     service            a service the tests expect         {"name", [image, env]}
     service_env        an environment variable the tests get that points at a service {"service", "name", "value"}

@@ -263,17 +263,21 @@ def _minor_or_none(value) -> tuple[int, int] | None:
 
 
 def test_extras(ev: Evidence) -> list[str]:
-    """The project's extras to install for its tests: those with a test-like name, and those its CI, tox or
-    Makefile install (`test_extra`: tzlocal's CI runs `pip install .[devenv]`, and devenv holds pytest-mock),
-    except documentation, lint and benchmark ones."""
+    """The project's extras to install for its tests: those with a test-like name and those tox's base
+    `[testenv]` installs; when that finds none, those its CI or Makefile install (`test_extra`: tzlocal's CI
+    runs `pip install .[devenv]`, and devenv holds pytest-mock) — a CI's other jobs are often variants (sparse's
+    `.[finch]`). Never documentation, lint or benchmark ones."""
     declared = {canonicalize_name(f.value["extra"]): f.value["extra"] for f in ev.of("extra")
                 if isinstance(f.value, dict) and isinstance(f.value.get("extra"), str)}
+
+    def named(facts) -> set[str]:
+        names = {declared.get(canonicalize_name(str(f.value))) for f in facts}
+        return {n for n in names if n and not NOT_FOR_TESTS.search(n)}
+
+    facts = ev.of("test_extra")
     chosen = {name for name in declared.values() if TESTISH.search(name)}
-    for value in ev.values("test_extra"):
-        name = declared.get(canonicalize_name(str(value)))
-        if name and not NOT_FOR_TESTS.search(name):
-            chosen.add(name)
-    return sorted(chosen)
+    chosen |= named(f for f in facts if f.via == "tox.extras")
+    return sorted(chosen or named(f for f in facts if f.via != "tox.extras"))
 
 
 def _quote_reqs(reqs: list[str]) -> str:

@@ -98,7 +98,7 @@ def _read_env(sink: Sink, rel: str, env: str, values: dict[str, IniValue]) -> No
         sink.add("test_command", f"tox -e {env}", rel, commands.line, "tox.env")
     if found and env == "testenv":
         sink.add("test_command", "tox", rel, commands.line, "tox.env")
-    extras = values.get("extras")
+    extras = values.get("extras") if env == "testenv" else None  # named envs are variants (py39-tinycss2, all)
     for number, text in (extras.parts if extras else []):
         for name in re.split(r"[\s,]+", _FACTOR_PREFIX_RE.sub("", text)):
             if name:
