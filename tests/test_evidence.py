@@ -698,3 +698,21 @@ def test_a_computed_setup_py_name_is_skipped_without_a_problem(tmp_path):
     e = gather(write(tmp_path, {"setup.py": "from setuptools import setup\nN = 'x' + 'y'\nsetup(name=N)\n"}))
     assert e.of("project_name") == []
     assert not any("name is computed" in p for p in e.problems)
+
+
+def test_the_makefile_test_targets_preparation_scripts(tmp_path):
+    """babel's `test: import-cldr` runs `python scripts/download_import_cldr.py` before pytest: a test_prepare
+    fact. Prerequisites that clean or lint, run tests, or name a script the repository lacks are not."""
+    (tmp_path / "scripts").mkdir()
+    for name in ("download_data.py", "test_all.py"):
+        (tmp_path / "scripts" / name).write_text("")
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(name='x')\n")
+    (tmp_path / "Makefile").write_text(
+        "test: clean-data import-data lint run-tests gone data.stamp\n\t$(PYTHON) -m pytest\n\n"
+        "import-data:\n\t$(PYTHON) scripts/download_data.py --all\n\n"
+        "clean-data:\n\trm -f data/*.dat\n\nlint:\n\tpython scripts/download_data.py\n\n"
+        "run-tests:\n\tpython scripts/test_all.py\n\ngone:\n\tpython scripts/missing.py\n\n"
+        "data.stamp:\n\tpython scripts/download_data.py && touch data.stamp\n")
+    e = gather(tmp_path)
+    assert [(f.value, f.line) for f in e.of("test_prepare")] == [
+        ({"command": "python scripts/download_data.py --all", "target": "import-data"}, 4)]

@@ -183,6 +183,51 @@ def test_a_plugin_fixture_the_project_names_nowhere_is_installed(home, tmp_path)
     assert "pytest-mock" in (out / "setup.sh").read_text()
 
 
+def _data_project(root, script: str):
+    """babel's layout: the package reads data a script of the project generates, which the Makefile's test
+    target runs first (`test: import-cldr`); a checkout has no data."""
+    (root / "dataread").mkdir(parents=True)
+    (root / "scripts").mkdir()
+    (root / "tests").mkdir()
+    (root / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=61"]\n'
+                                         'build-backend = "setuptools.build_meta"\n\n'
+                                         '[project]\nname = "dataread"\nversion = "1.0"\n')
+    (root / "dataread" / "__init__.py").write_text(
+        "import json, pathlib\n\nDATA = json.loads((pathlib.Path(__file__).parent / 'data.json').read_text())\n")
+    (root / "scripts" / "make_data.py").write_text(script)
+    (root / "Makefile").write_text("test: make-data\n\tpython -m pytest\n\nmake-data:\n\tpython scripts/make_data.py\n\n"
+                                   "clean:\n\trm -f dataread/data.json\n")
+    (root / "tests" / "test_data.py").write_text("from dataread import DATA\n\n\ndef test_data():\n"
+                                                 "    assert DATA == {'en': 'English'}\n")
+    return root
+
+
+def test_data_the_test_target_prepares_is_made_when_the_project_fails_without_it(home, tmp_path):
+    """The import fails inside the project (no data.json); the Makefile's test target first runs
+    scripts/make_data.py: it runs as a step of the contract, and the tests pass (verified, so the replay ran it)."""
+    src = _data_project(tmp_path / "dataread", "import json, pathlib\n"
+                        "pathlib.Path('dataread/data.json').write_text(json.dumps({'en': 'English'}))\n")
+    out = tmp_path / "contract"
+    r = setup_cli(home, src, "--name", "t/prepare", "--python", "3.11", "--out", out, "--json")
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["pass_ratio"] == 1.0 and data["verified"] is True, data["reason"]
+    assert any("its test target prepares first: ran `python scripts/make_data.py`" in x for x in data["repairs"])
+    assert "python scripts/make_data.py" in (out / "setup.sh").read_text()
+
+
+def test_a_preparation_that_fails_is_named_in_the_reason(home, tmp_path):
+    """babel's import-cldr downloads from unicode.org, which this machine cannot reach: the project bug the
+    tests meet is reported with the preparation that failed and why."""
+    src = _data_project(tmp_path / "dataread", "raise SystemExit('cannot download the data: no network')\n")
+    r = setup_cli(home, src, "--name", "t/prepare-fails", "--python", "3.11", "--json")
+    assert r.returncode == 1, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["reason"].startswith("project bug"), data["reason"]
+    assert ("the tests' preparation `python scripts/make_data.py` (`make make-data` (Makefile:4)) failed here: "
+            "cannot download the data: no network") in data["reason"], data["reason"]
+
+
 def test_the_projects_wider_file_pattern_collects_the_whole_suite(home, tmp_path):
     """pika's layout: nose2.cfg's `test-file-pattern = *test*.py`. pytest's default discovery collects 1 test
     (test_import.py) and would be judged alone; the project's runner finds channel_tests.py too, and is kept."""

@@ -41,6 +41,7 @@ class ProjectBug:
     line: int
     stage: str  # install | import | collect
     traceback: str  # the last traceback, as printed (bounded)
+    note: str = ""  # what else may explain it (a preparation of the tests that failed here)
 
     @property
     def signature(self) -> tuple:
@@ -50,7 +51,8 @@ class ProjectBug:
 
     @property
     def headline(self) -> str:
-        return f"{self.error} (in {self.file}, line {self.line}; at the {self.stage} stage)"
+        return f"{self.error} (in {self.file}, line {self.line}; at the {self.stage} stage)" + (
+            f"; {self.note}" if self.note else "")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -27,6 +27,8 @@ Fact kinds:
     test_runner        "pytest" | "unittest" | "django" | "nose"
     test_command       a literal command line that runs the tests
     test_plugin        a pytest plugin the configuration needs {"name", "reason"}
+    test_prepare       a step the Makefile's test target runs first, a Python script of the project that makes what
+                       the tests read {"command", "target"} (babel's `import-cldr`)
     test_env           an environment variable the test runner needs {"name", "value"} (pytest-pythonpath's
                        `python_paths` as PYTEST_ADDOPTS)
     test_path, test_dir, test_suite

@@ -142,6 +142,7 @@ class Branch:
     root_refusal: str = ""  # the last test run's line where a server refused to run as root (testuser.py)
     tests_timed_out: bool = False  # the last L4 run passed the test time limit
     captured_stdin: bool = False  # the last pytest run had tests fail for reading stdin under its output capture
+    prepared: bool = False  # the project's preparation for its tests (test_prepare) was run
     missing_fixtures: tuple[str, ...] = ()  # fixtures the last pytest run did not find ("fixture 'mocker' not found")
     integrity: "LevelResult | None" = None  # the project's Python files unchanged by setup and tests
     started: float = 0.0
@@ -756,7 +757,13 @@ class Search:
                 return LevelResult(level, name, ok, detail, time.monotonic() - t)
             fixes = [f for f in diagnose(output, stage=stage, local=frozenset(recipe.packages))
                      if (f.kind, f.args) not in tried and f.kind != "retry"]
+            prepared = None if fixes else self._prepare_for_tests(b, ws, recipe, output, stage)
+            if prepared is True:
+                continue
             self._note_bug(b, output, stage, final=not fixes)
+            if b.bug and prepared:
+                b.bug = replace(b.bug, note=prepared)
+                b.reason = f"project bug: {b.bug.headline}"
             if not fixes:
                 break
             fix = fixes[0]
@@ -782,6 +789,28 @@ class Search:
             recipe.steps.extend(before)
             b.repairs.append(fix.why)
         return LevelResult(level, name, False, detail, time.monotonic() - t)
+
+    def _prepare_for_tests(self, b: Branch, ws: Workspace, recipe: Recipe, output: str, stage: str) -> bool | str | None:
+        """A failure inside the project's own code, in a project whose test target first runs scripts of its own
+        (`test_prepare`: babel's `make test` runs `import-cldr`, which builds the locale data a checkout lacks):
+        run them once, as recipe steps, and try again (True). A preparation that fails says why, for the
+        reason (a str); None when there is nothing to prepare."""
+        prepare = [f for f in self.ev.of("test_prepare") if isinstance(f.value, dict)]
+        if b.prepared or not prepare or project_bug(output, self.workdir, stage) is None:
+            return None
+        b.prepared = True
+        steps = [Step("prepare", f.value["command"], f"the tests' preparation: `make {f.value['target']}` "
+                      f"({f.file}:{f.line}) runs it before the tests") for f in prepare]
+        for step in steps:
+            self._say(b, f"preparing for the tests: {step.command[:60]}")
+            r = ws.sh(step.command, self.workdir, self.step_timeout)
+            if r.exit_code != 0:
+                return (f"the tests' preparation `{step.command}` ({step.why.split(': ', 1)[1].split(' runs')[0]}) "
+                        f"failed here: {telling_line(r.stdout + r.stderr)[:200]}")
+        recipe.steps.extend(steps)
+        b.repairs.append(f"{stage} failed inside the project; its test target prepares first: ran "
+                         + ", ".join(f"`{s.command}`" for s in steps))
+        return True
 
     def _probe_modules(self, b: Branch, ws: Workspace, recipe: Recipe, fix: Fix, output: str) -> list[Step]:
         """For each missing module, candidate distributions one by one (modules.py): keep the first that, installed,

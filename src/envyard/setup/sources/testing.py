@@ -120,6 +120,12 @@ def read_conftests(sink: Sink) -> None:
 _MAKE_TARGET_RE = re.compile(r"^(test|tests|check|unittest|unit-tests?|pytest|test-all|test-unit)\s*:(?!=)")
 
 
+# A prerequisite's recipe that prepares what the tests read: a Python script the project ships (babel's
+# `test: import-cldr`, whose recipe runs `python scripts/download_import_cldr.py` to build its locale data).
+_PREPARE_SCRIPT_RE = re.compile(r"^(?:\$\(PYTHON\)|\$\{PYTHON\}|python3?)\s+(?:-\w+\s+)*([\w./-]+\.py)(?:\s+[^;&|<>`$]*)?$")
+_NOT_PREPARATION = re.compile(r"clean|lint|install|develop|venv|deps|docs?$|release|upload|dist|format|check", re.I)
+
+
 def read_makefiles(sink: Sink) -> None:
     for rel in sink.files.named("Makefile", "makefile", "GNUmakefile", max_depth=0):
         text = sink.read(rel)
@@ -135,6 +141,7 @@ def read_makefiles(sink: Sink) -> None:
             target = m.group(1)
             if target in ("test", "tests"):
                 sink.add("test_command", f"make {target}", rel, i + 1, "Makefile.target")
+                _record_preparation(sink, rel, lines, lines[i].split(":", 1)[1].split("#", 1)[0].split())
             j = i + 1
             recipe: list[tuple[int, str]] = []
             while j < len(lines) and (lines[j].startswith("\t") or not lines[j].strip()
@@ -147,6 +154,33 @@ def read_makefiles(sink: Sink) -> None:
                 record_command(sink, command.lstrip("@-+ "), rel, number, f"Makefile:{target}", state=state)
             record_apt(sink, recipe, rel, f"Makefile:{target}.apt-get")
             i = j
+
+
+def _record_preparation(sink: Sink, rel: str, lines: list[str], prerequisites: list[str]) -> None:
+    """`test_prepare` facts for the test target's prerequisites whose recipe only runs Python scripts of the
+    project (files that exist), e.g. a data download or generation step. Prerequisites that clean, lint, install
+    or run tests themselves are not preparation."""
+    for name in prerequisites:
+        if _NOT_PREPARATION.search(name) or not re.fullmatch(r"[\w.-]+", name):
+            continue
+        start = next((n for n, line in enumerate(lines) if re.match(rf"^{re.escape(name)}\s*:(?!=)", line)), None)
+        if start is None:
+            continue
+        recipe = []
+        for line in lines[start + 1:]:
+            if not line.startswith("\t"):
+                if line.strip() and not line.lstrip().startswith("#"):
+                    break
+                continue
+            recipe.append(line.strip().lstrip("@-+ "))
+        scripts = [_PREPARE_SCRIPT_RE.match(command) for command in recipe]
+        paths = [m.group(1).removeprefix("./") for m in scripts if m]
+        if (not recipe or len(paths) < len(recipe) or not all(map(sink.files.exists, paths))
+                or any("test" in p.rsplit("/", 1)[-1].lower() for p in paths)):
+            continue
+        commands = [re.sub(r"^(?:\$\(PYTHON\)|\$\{PYTHON\}|python3?)(?=\s)", "python", c) for c in recipe]
+        sink.add("test_prepare", {"command": " && ".join(commands), "target": name}, rel, start + 1,
+                 "Makefile.test-prerequisite")
 
 
 def _join_continuations(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
