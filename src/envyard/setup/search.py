@@ -790,7 +790,8 @@ class Search:
             b.repairs.append(fix.why)
         return LevelResult(level, name, False, detail, time.monotonic() - t)
 
-    def _prepare_for_tests(self, b: Branch, ws: Workspace, recipe: Recipe, output: str, stage: str) -> bool | str | None:
+    def _prepare_for_tests(self, b: Branch, ws: Workspace, recipe: Recipe, output: str,
+                           stage: str) -> bool | str | None:
         """A failure inside the project's own code, in a project whose test target first runs scripts of its own
         (`test_prepare`: babel's `make test` runs `import-cldr`, which builds the locale data a checkout lacks):
         run them once, as recipe steps, and try again (True). A preparation that fails says why, for the
@@ -799,14 +800,16 @@ class Search:
         if b.prepared or not prepare or project_bug(output, self.workdir, stage) is None:
             return None
         b.prepared = True
-        steps = [Step("prepare", f.value["command"], f"the tests' preparation: `make {f.value['target']}` "
-                      f"({f.file}:{f.line}) runs it before the tests") for f in prepare]
-        for step in steps:
+        steps = []
+        for f in prepare:
+            where = f"`make {f.value['target']}` ({f.file}:{f.line})"
+            step = Step("prepare", f.value["command"], f"the tests' preparation: {where} runs it before the tests")
             self._say(b, f"preparing for the tests: {step.command[:60]}")
             r = ws.sh(step.command, self.workdir, self.step_timeout)
             if r.exit_code != 0:
-                return (f"the tests' preparation `{step.command}` ({step.why.split(': ', 1)[1].split(' runs')[0]}) "
-                        f"failed here: {telling_line(r.stdout + r.stderr)[:200]}")
+                return (f"the tests' preparation `{step.command}` ({where}) failed here: "
+                        f"{telling_line(r.stdout + r.stderr)[:200]}")
+            steps.append(step)
         recipe.steps.extend(steps)
         b.repairs.append(f"{stage} failed inside the project; its test target prepares first: ran "
                          + ", ".join(f"`{s.command}`" for s in steps))
