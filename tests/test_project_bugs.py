@@ -97,3 +97,21 @@ def test_no_traceback_is_no_bug():
 ])
 def test_unverified_results_get_a_name_that_says_so(name, unverified):
     assert unverified_name(name) == unverified
+
+
+def test_a_name_an_import_guarded_by_except_importerror_should_bind_names_its_modules(tmp_path):
+    """mccabe's test module imports hypothesmith and hypothesis inside `try: ... except ImportError: pass`, then
+    uses `@settings`: without them collection fails with a NameError, which is a missing module, not a bug."""
+    from envyard.setup.bugs import ProjectBug, guarded_imports
+    (tmp_path / "test_x.py").write_text(
+        "import unittest\ntry:\n    import hypothesmith\n    from hypothesis import given, settings as s2\n"
+        "except (ImportError, SyntaxError):\n    pass\n\ntry:\n    from yaml import load\nexcept ValueError:\n"
+        "    pass\n\n@s2()\ndef test(): pass\n")
+    def bug(error):
+        return ProjectBug(error, "test_x.py", 13, "collect", "")
+    assert guarded_imports(bug("NameError: name 's2' is not defined"), tmp_path) == ["hypothesmith", "hypothesis"]
+    assert guarded_imports(bug("NameError: name 'load' is not defined"), tmp_path) == []  # not ImportError
+    assert guarded_imports(bug("NameError: name 'other' is not defined"), tmp_path) == []
+    assert guarded_imports(bug("TypeError: boom"), tmp_path) == []
+    assert guarded_imports(ProjectBug("NameError: name 's2' is not defined", "gone.py", 1, "collect", ""),
+                           tmp_path) == []

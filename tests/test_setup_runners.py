@@ -228,6 +228,27 @@ def test_a_preparation_that_fails_is_named_in_the_reason(home, tmp_path):
             "cannot download the data: no network") in data["reason"], data["reason"]
 
 
+def test_a_name_from_a_guarded_import_is_a_missing_module_not_a_bug(home, tmp_path):
+    """mccabe's layout: the test module imports an optional library inside `try: ... except ImportError: pass`
+    and uses a name from it at module level, and nothing declares it: collection fails with a NameError in
+    the project's code. The guarded module is installed, as a repair, instead of a project bug being reported."""
+    src = tmp_path / "guarded"
+    (src / "guarded").mkdir(parents=True)
+    (src / "tests").mkdir()
+    (src / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=61"]\n'
+                                        'build-backend = "setuptools.build_meta"\n\n'
+                                        '[project]\nname = "guarded"\nversion = "1.0"\n')
+    (src / "guarded" / "__init__.py").write_text("def same(x):\n    return x\n")
+    (src / "tests" / "test_guarded.py").write_text(
+        "from guarded import same\ntry:\n    from toolz import identity\nexcept ImportError:\n    pass\n\n"
+        "ID = identity\n\n\ndef test_same():\n    assert same(3) == ID(3)\n")
+    r = setup_cli(home, src, "--name", "t/guarded", "--python", "3.11", "--json")
+    assert r.returncode == 0, (r.stderr[-2000:], r.stdout[-3000:])
+    data = json.loads(r.stdout)
+    assert data["level"] == 4 and data["pass_ratio"] == 1.0 and data["verified"] is True, data["reason"]
+    assert any("toolz is provided by toolz" in x for x in data["repairs"]), data["repairs"]
+
+
 def test_the_projects_wider_file_pattern_collects_the_whole_suite(home, tmp_path):
     """pika's layout: nose2.cfg's `test-file-pattern = *test*.py`. pytest's default discovery collects 1 test
     (test_import.py) and would be judged alone; the project's runner finds channel_tests.py too, and is kept."""

@@ -9,8 +9,10 @@ from L3 collection.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 CPYTHON_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+)(?:, in (.+))?$')
 PYTEST_FRAME = re.compile(r"^(\S[^:\n]*\.py):(\d+): in (.+)$")
@@ -107,3 +109,39 @@ def _in_project(path: str, root: str) -> str | None:
     if not path.startswith(("/", "<")):
         return path  # pytest's paths relative to the project root
     return None
+
+
+_NAME_ERROR = re.compile(r"^NameError: name '(\w+)' is not defined")
+_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+def guarded_imports(bug: ProjectBug, root: Path) -> list[str]:
+    """The modules behind a NameError that is not the project's fault: the name comes from an import the file
+    guards with `try: ... except ImportError:` (mccabe's test module imports hypothesmith and hypothesis that
+    way, then decorates a test with `@settings`), so a missing optional module shows as "name 'settings' is not
+    defined". The top-level modules the guarded block imports; [] when the error is not such a NameError."""
+    m = _NAME_ERROR.match(bug.error)
+    path = root / bug.file
+    if not m or not path.is_file():
+        return []
+    try:
+        tree = ast.parse(path.read_text(errors="replace"))
+    except (SyntaxError, ValueError):
+        return []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Try) or not any(_catches_import_error(h) for h in node.handlers):
+            continue
+        imports = [n for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        bound = {(a.asname or a.name).split(".")[0] for n in imports for a in n.names}
+        if m.group(1) in bound:
+            modules = [a.name for n in imports if isinstance(n, ast.Import) for a in n.names]
+            modules += [n.module for n in imports if isinstance(n, ast.ImportFrom) and n.module and not n.level]
+            return list(dict.fromkeys(mod.split(".")[0] for mod in modules))
+    return []
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(isinstance(n, ast.Name) and n.id in _IMPORT_ERRORS for n in names)

@@ -44,7 +44,7 @@ from .interpreters import SETUP_DISK, Interpreter, minor, setup_base
 from .plan import (APT_INSTALL, ENV, INSTALL, OVERRIDES, VENV, Candidate, Recipe, Step, apt_packages, apt_step,
                    as_of_step, cutoff_of, plan, runtime_dependencies, source_date)
 from . import modules
-from .bugs import ProjectBug, project_bug
+from .bugs import ProjectBug, guarded_imports, project_bug
 from .repairs import Fix, _stdlib, diagnose, missing_modules
 from .sources.knowledge import pytest_plugins, system_packages
 
@@ -56,6 +56,8 @@ MAX_RETRIES = 2  # times an install step is run again after a network failure
 MAX_OWN_RUNNERS = 3  # the project's runners tried when pytest's discovery ran the tests but few passed
 # pytest's own words when a test reads stdin under its output capture (its advice: use `-s`)
 CAPTURED_STDIN = re.compile(r"reading from stdin while output is captured")
+# The modules given as arguments that cannot be imported (find_spec finds nothing), one per line.
+FIND_SPECS = "import importlib.util, sys\nfor m in sys.argv[1:]:\n    if importlib.util.find_spec(m) is None: print(m)"
 MISSING_FIXTURE = re.compile(r"\bfixture '(\w+)' not found")  # pytest's words for a fixture no plugin provides
 MAX_WIDER = 2  # the project's runners collected beside the first that did, when their file patterns find more
 UV_CACHE = "/root/.cache/uv"
@@ -757,6 +759,8 @@ class Search:
                 return LevelResult(level, name, ok, detail, time.monotonic() - t)
             fixes = [f for f in diagnose(output, stage=stage, local=frozenset(recipe.packages))
                      if (f.kind, f.args) not in tried and f.kind != "retry"]
+            fixes = fixes or [f for f in self._guarded_import(ws, recipe, output, stage)
+                              if (f.kind, f.args) not in tried]
             prepared = None if fixes else self._prepare_for_tests(b, ws, recipe, output, stage)
             if prepared is True:
                 continue
@@ -776,7 +780,7 @@ class Search:
                 self._spawn(b, fix)
                 break
             self._say(b, f"repair: {fix.rule}")
-            if fix.rule in ("runtime-missing-module", "guess-was-wrong"):
+            if fix.rule in ("runtime-missing-module", "guess-was-wrong", "guarded-import"):
                 before = self._probe_modules(b, ws, recipe, fix, output)
                 if not before:
                     break
@@ -789,6 +793,22 @@ class Search:
             recipe.steps.extend(before)
             b.repairs.append(fix.why)
         return LevelResult(level, name, False, detail, time.monotonic() - t)
+
+    def _guarded_import(self, ws: Workspace, recipe: Recipe, output: str, stage: str) -> list[Fix]:
+        """A NameError in the project's code for a name an import guarded by `except ImportError` should have
+        bound (bugs.guarded_imports): the guarded modules that do not import here are missing, not a bug."""
+        bug = project_bug(output, self.workdir, stage)
+        guarded = [m for m in (guarded_imports(bug, self.ev.root) if bug else [])
+                   if m not in recipe.packages and not _stdlib(m)]
+        if not guarded:
+            return []
+        r = ws.sh(f"{VENV}/bin/python -c {shlex.quote(FIND_SPECS)} {quote(guarded)}", "/", 60)
+        missing = r.stdout.split() if r.exit_code == 0 else []
+        if not missing:
+            return []
+        return [Fix("pip", tuple(missing), "guarded-import",
+                    f"{bug.error} ({bug.file}, line {bug.line}): that name comes from an import guarded by "
+                    f"`except ImportError`, and {', '.join(missing)} is not installed → {' '.join(missing)}")]
 
     def _prepare_for_tests(self, b: Branch, ws: Workspace, recipe: Recipe, output: str,
                            stage: str) -> bool | str | None:
@@ -820,7 +840,7 @@ class Search:
         provides the module and the names the project imports from it; uninstall a wrong one. Steps for the kept."""
         learned = modules.Learned(self.yard.store.home / "cache" / "setup-modules.json")
         local = set(recipe.packages)
-        if fix.rule == "guess-was-wrong":
+        if fix.rule in ("guess-was-wrong", "guarded-import"):
             wanted = list(fix.args)
         else:
             wanted = [m for m in missing_modules(output) if m not in local and not m.startswith("_")
