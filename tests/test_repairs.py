@@ -47,6 +47,18 @@ error: No solution found when resolving dependencies
 """, ("drop", ("alsa-utils",), "not-on-pypi"))
 
 
+# ---- a program the test suite checks for itself (captured: aioredis 1.3.1's conftest, collection)
+
+case("collect", """\
+INTERNALERROR>   File "/work/aioredis/tests/conftest.py", line 538, in pytest_configure
+INTERNALERROR>     assert os.path.exists(bins), "There is no redis-server on your computer. Please install it first"
+INTERNALERROR> AssertionError: There is no redis-server on your computer. Please install it first
+""", ("apt", ("redis-server",), "tool-missing-said"))
+
+case("collect", "which: no memcached in (/opt/venv/bin:/usr/local/bin:/usr/bin:/bin)\n",
+     ("apt", ("memcached",), "tool-missing-said"))
+
+
 # ---- a requirement from a URL that cannot be fetched (captured: uv 0.13.9, uvicorn 0.32.0's requirements.txt
 # naming `h11 @ git+https://github.com/python-hyper/h11.git@master` on a machine that cannot reach GitHub)
 
