@@ -145,3 +145,7 @@ def test_a_failed_install_is_told_by_the_line_that_says_why():
     assert telling_line(cargo) == "[6] Could not resolve hostname (Could not resolve host: index.crates.io)"
     assert telling_line("error: x failed\nhint: Build failures usually indicate a problem\n") == "error: x failed"
     assert telling_line("") == ""
+    uv = ("error: Couldn't parse requirement in `dev-requirements.txt` at position 43\n"
+          "  cause: Unsupported Git URL scheme `git:` in `git://github.com/sigmavirus24/betamax`\n"
+          "         git+git://github.com/sigmavirus24/betamax\n         ^^^^^^^^^^^^^^^^^^^^^^^^\n")
+    assert telling_line(uv) == "git+git://github.com/sigmavirus24/betamax"

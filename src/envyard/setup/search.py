@@ -1643,7 +1643,7 @@ UNREACHABLE = re.compile(r"Could not resolve host|Temporary failure in name reso
 def telling_line(output: str) -> str:
     """The line of a failed step's output that says why: the last one naming an unreachable host, else the last
     one that is not uv's closing advice (`hint: Build failures usually indicate...`)."""
-    lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
+    lines = [line.strip() for line in output.strip().splitlines() if line.strip(" \t^~")]  # not uv's carets
     said = [line for line in lines if UNREACHABLE.search(line)] or \
         [line for line in lines if not line.startswith(("hint:", "help:"))] or lines or [""]
     return said[-1]

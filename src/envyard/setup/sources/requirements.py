@@ -213,6 +213,23 @@ _OPTION_RE = re.compile(r"^(-[A-Za-z]|--[\w-]+)(?:(\s*=\s*|\s+)(\S+))?\s*$")
 _REQ_OPTION_RE = re.compile(r"\s+--(hash|global-option|install-option|config-settings|config-setting)\b.*$")
 
 
+# git's own protocol (`git+git://github.com/sigmavirus24/betamax`, requests-toolbelt's dev-requirements.txt):
+# pip reads it, uv refuses it, and GitHub has not served it since 2022; the same repository over https.
+_GIT_PROTOCOL = re.compile(r"^git\+git://\S+$")
+
+
+def _over_https(url: str) -> str:
+    return "git+https://" + url.removeprefix("git+git://")
+
+
+def _named(url: str) -> str:
+    """`NAME @ URL` for a URL requirement: the name from `#egg=`, else the repository's (its last path part)."""
+    egg = re.search(r"[#&]egg=([A-Za-z0-9][\w.-]*)", url)
+    path = url.split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    name = egg.group(1) if egg else path.split("@", 1)[0].removesuffix(".git")
+    return f"{name} @ {url}"
+
+
 def uv_arguments(sink: Sink, rel: str, chain: tuple[str, ...] = ()) -> tuple[list[str], list[str], bool]:
     """A requirement file as `uv pip install` arguments, its `-r` includes inlined and its `-c` includes as `-c
     PATH` (paths relative to the root, where the install runs; pip and uv resolve a line's local paths against
@@ -249,10 +266,20 @@ def uv_arguments(sink: Sink, rel: str, chain: tuple[str, ...] = ()) -> tuple[lis
             continue
         m = _EDITABLE_RE.match(content)
         if m:
+            target = m.group(3).strip()
             if m.group(2) is None:                           # -e. / -e./lib: pip reads it, uv does not
                 refused = True
-                notes.append(f"{where}: {content} read as -e {m.group(3)}")
-            args += ["-e", m.group(3).strip()]
+                notes.append(f"{where}: {content} read as -e {target}")
+            if _GIT_PROTOCOL.match(target):
+                refused = True
+                target = _over_https(target)
+                notes.append(f"{where}: {content} read as -e {target} (uv has no git:// protocol)")
+            args += ["-e", target]
+            continue
+        if _GIT_PROTOCOL.match(content):                     # pip took git+git://, uv refuses it
+            refused = True
+            notes.append(f"{where}: {content} read as {_named(_over_https(content))} (uv has no git:// protocol)")
+            args.append(_named(_over_https(content)))
             continue
         if content.startswith("-"):
             m = _OPTION_RE.match(content)
