@@ -324,3 +324,24 @@ def test_a_run_past_its_limit_is_interrupted_and_still_reports_the_tests_that_ra
 
 def test_a_command_without_the_venvs_python_is_left_as_it_is():
     assert interrupting("make check", 600) == ("make check", 600)
+
+
+def test_pytest_keeps_its_cache_plugin_when_the_projects_addopts_use_it(tmp_path):
+    """async-lru's addopts say `--cache-clear`: with `-p no:cacheprovider` pytest refuses the run (unrecognized
+    arguments, exit 4). Such a project's pytest commands keep the plugin, its cache in /tmp, not the tree; a
+    real pytest collects and runs that way, and leaves no .pytest_cache behind."""
+    (tmp_path / "setup.cfg").write_text("[metadata]\nname = demo\n\n[tool:pytest]\naddopts = -s --cache-clear\n")
+    (tmp_path / "Makefile").write_text("test:\n\tpytest tests\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("def test_a():\n    pass\n")
+    rs = runners(gather(tmp_path))
+    assert [r.command for r in rs if r.kind == "pytest"] == [f"{PY} -m pytest -o cache_dir=/tmp/envyard-pytest-cache",
+                                                             f"{PY} -m pytest -o cache_dir=/tmp/envyard-pytest-cache tests"]
+    assert all("no:cacheprovider" not in f"{r.collect} {r.run('/tmp/j.xml')}" for r in rs)
+    for command in (rs[0].collect, rs[0].run(str(tmp_path / "j.xml"))):
+        local = command.replace(PY, sys.executable).replace("/tmp/envyard-pytest-cache", str(tmp_path / "c"))
+        r = subprocess.run(local, shell=True, cwd=tmp_path, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+    assert not (tmp_path / ".pytest_cache").exists()
+    plain = runners(gather(REPOS / "script_tests"))[0]   # without such options the plugin stays off
+    assert plain.collect.endswith("-p no:cacheprovider") and "-p no:cacheprovider" in plain.run("/tmp/j.xml")

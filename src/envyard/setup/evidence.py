@@ -27,6 +27,8 @@ Fact kinds:
     test_runner        "pytest" | "unittest" | "django" | "nose"
     test_command       a literal command line that runs the tests
     test_plugin        a pytest plugin the configuration needs {"name", "reason"}
+    pytest_cache_option  an option of pytest's cache plugin in the project's addopts (`--cache-clear`): the runs
+                       keep the plugin, its cache outside the tree
     test_prepare       a step the Makefile's test target runs first, a Python script of the project that makes what
                        the tests read {"command", "target"} (babel's `import-cldr`)
     test_env           an environment variable the test runner needs {"name", "value"} (pytest-pythonpath's

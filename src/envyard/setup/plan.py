@@ -398,7 +398,7 @@ def plan(ev: Evidence, cand: Candidate) -> Recipe:
     wanted = ["pytest", *wanted]
     r.steps.append(Step("packages", r.install(_quote_reqs(sorted(set(wanted)))),
                         "test runner pytest" + (" and the plugins its config needs" if len(wanted) > 1 else "")))
-    first = default_runner()
+    first = default_runner(keep_cache=bool(ev.of("pytest_cache_option")))
     r.test_runner, r.test_command, r.test_collect = first.kind, first.command, first.collect
     names = [f.value["name"] if isinstance(f.value, dict) else f.value
              for f in (*ev.of("top_level_package"), *ev.of("top_level_module"))]

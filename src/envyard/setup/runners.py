@@ -20,7 +20,7 @@ import configparser
 import fnmatch
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Iterable
 
@@ -28,7 +28,16 @@ from .evidence import Evidence
 
 PY = "/opt/venv/bin/python"
 MAX_RUNNERS = 8  # runners tried at L3 (each may run the tests)
-COLLECT_FLAGS = "--collect-only -q -p no:cacheprovider"
+# pytest's cache plugin stays off (no .pytest_cache, no state between runs), unless the project's addopts use its
+# options (`--cache-clear`, `--lf`...: with it off they are unrecognized arguments, async-lru's); then its cache
+# lives outside the source tree.
+NO_CACHE = "-p no:cacheprovider"
+KEEP_CACHE = "-o cache_dir=/tmp/envyard-pytest-cache"
+COLLECT_FLAGS = f"--collect-only -q {NO_CACHE}"
+
+
+def _collect(command: str) -> str:
+    return f"{command} --collect-only -q" if KEEP_CACHE in command else f"{command} {COLLECT_FLAGS}"
 
 _SAFE = re.compile(r"^[\w.,:=/*+@%-]+$")
 _LABEL = re.compile(r"^[A-Za-z_][\w.]*$")
@@ -58,7 +67,7 @@ class Runner:
     def run(self, junit: str) -> str:
         """The command that runs the tests and reports each one."""
         if self.kind == "pytest":
-            return f"{self.command} -q -p no:cacheprovider --junitxml={junit}"
+            return f"{self.command} -q{'' if KEEP_CACHE in self.command else ' ' + NO_CACHE} --junitxml={junit}"
         return self.command
 
 
@@ -85,9 +94,9 @@ def interrupting(command: str, limit: float) -> tuple[str, float]:
     return f"{head}timeout -s INT -k {max(1.0, grace * 0.8):.0f} {at:.0f} sh -c {inner}", at
 
 
-def default_runner() -> Runner:
-    command = f"{PY} -m pytest"
-    return Runner("pytest", command, f"{command} {COLLECT_FLAGS}")
+def default_runner(keep_cache: bool = False) -> Runner:
+    command = f"{PY} -m pytest" + (f" {KEEP_CACHE}" if keep_cache else "")
+    return Runner("pytest", command, _collect(command))
 
 
 def runners(ev: Evidence, root: Path | None = None) -> list[Runner]:
@@ -100,7 +109,11 @@ def runners(ev: Evidence, root: Path | None = None) -> list[Runner]:
             where = f"{fact.file}:{fact.line}" if fact.line else fact.file
             own.extend(from_command(fact.value, root, f"{where}, {fact.via}"))
     named = ev.values("test_runner")
-    out = [default_runner(), *own]
+    keep_cache = bool(ev.of("pytest_cache_option"))
+    if keep_cache:
+        own = [replace(r, command=_keeping_cache(r.command), collect=_collect(_keeping_cache(r.command)))
+               if r.kind == "pytest" else r for r in own]
+    out = [default_runner(keep_cache), *own]
     if "django" in named and "pytest" not in named:
         out = [r for r in own if r.kind == "django"] + [r for r in out if r.kind != "django"]
     seen: set[str] = set()
@@ -142,6 +155,11 @@ def _inside(root: Path, cwd: str, rel: str, *, dir_ok: bool = True, file_ok: boo
     if (file_ok and target.is_file()) or (dir_ok and target.is_dir()):
         return rel
     return None
+
+
+def _keeping_cache(command: str) -> str:
+    """A pytest command with the cache plugin kept (KEEP_CACHE) right after `-m pytest`."""
+    return command if KEEP_CACHE in command else command.replace(" -m pytest", f" -m pytest {KEEP_CACHE}", 1)
 
 
 def from_command(text: str, root: Path, evidence: str) -> list[Runner]:
@@ -243,7 +261,7 @@ class _Built:
 
 def _pytest(paths: list[str], options: list[str] = (), wider: bool = False) -> _Built:
     command = " ".join([PY, "-m", "pytest", *map(shlex.quote, [*paths, *options])])
-    return _Built("pytest", command, f"{command} {COLLECT_FLAGS}", wider)
+    return _Built("pytest", command, _collect(command), wider)
 
 
 def _finds_more(root: Path, start: str, pattern: str) -> bool:

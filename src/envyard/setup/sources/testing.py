@@ -16,6 +16,10 @@ from .shell import record_apt, record_command, record_env
 
 _TEST_FILE_RE = re.compile(r"(^|/)(test_[^/]*\.py|[^/]*_test\.py|tests\.py)$")
 MAX_TEST_FILES_READ = 200
+# Options of pytest's cache plugin (cacheprovider, and stepwise, which needs it)
+CACHE_OPTIONS = {"--cache-clear", "--cache-show", "--lf", "--last-failed", "--ff", "--failed-first", "--nf",
+                 "--new-first", "--lfnf", "--last-failed-no-failures", "--sw", "--stepwise", "--sw-skip",
+                 "--stepwise-skip"}
 
 
 def record_pytest_config(sink: Sink, file: str, line: int | None, via: str,
@@ -36,6 +40,8 @@ def record_pytest_config(sink: Sink, file: str, line: int | None, via: str,
             except ValueError:
                 tokens = " ".join(items).split()
             for token in tokens:
+                if token.split("=", 1)[0] in CACHE_OPTIONS:
+                    sink.add("pytest_cache_option", token, file, vline, f"{via}.addopts")
                 plugin = _plugin_for_option(token, table["options"])
                 if plugin:
                     sink.add("test_plugin", {"name": plugin, "reason": f"addopts {token.split('=')[0]}"},
