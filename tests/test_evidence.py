@@ -729,3 +729,20 @@ def test_the_makefile_test_targets_preparation_scripts(tmp_path):
     e = gather(tmp_path)
     assert [(f.value, f.line) for f in e.of("test_prepare")] == [
         ({"command": "python scripts/download_data.py --all", "target": "import-data"}, 4)]
+
+
+def test_a_packages_own_test_module_is_a_test_command(tmp_path):
+    """parameterized keeps its suite in parameterized/test.py, outside pytest's default file pattern: named on
+    pytest's command line it is collected. Not a root test.py (lxml's runner script), not a module that only
+    has test in its name (werkzeug/test.py, the test client), not one that runs itself (a script, found apart)."""
+    write(tmp_path, {"pyproject.toml": '[project]\nname = "demo"\nversion = "1"\n',
+                     "demo/__init__.py": "", "demo/test.py": "import mock\n\ndef test_naked(x=1):\n    pass\n\n"
+                                                            "class TestThing(object):\n    def test_it(self):\n"
+                                                            "        pass\n",
+                     "client/__init__.py": "", "client/test.py": "class TestResponse(object):\n    pass\n",
+                     "runner/__init__.py": "", "runner/test.py": "import unittest\n\nclass T(unittest.TestCase):\n"
+                                                                "    def test_a(self):\n        pass\n\n"
+                                                                "if __name__ == '__main__':\n    unittest.main()\n",
+                     "test.py": "def test_root():\n    pass\n"})
+    e = gather(tmp_path)
+    assert [f.value for f in e.of("test_command") if f.via == "layout.package_test_py"] == ["pytest demo/test.py"]

@@ -270,9 +270,30 @@ def read_test_readmes(sink: Sink) -> None:
                     return
 
 
+_DEFINES_TESTS = re.compile(r"^\s*def test_?\w*\(self\b|^def test_?\w*\(", re.M)  # test functions or methods
+
+
+def read_package_test_modules(sink: Sink) -> None:
+    """A package's own `test.py` (parameterized keeps its whole suite in `parameterized/test.py`) is outside
+    pytest's default file pattern too; named on pytest's command line it is collected. Only inside a package
+    (a `test.py` at the root is usually a runner script, as lxml's is), only when it defines tests, and not
+    when it runs itself (read_test_scripts has it then)."""
+    found = []
+    for rel in sink.files.named("test.py"):
+        directory = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        if not directory or not sink.files.exists(f"{directory}/__init__.py"):
+            continue
+        text = sink.read(rel, limit=262144, quiet=True) or ""
+        if _DEFINES_TESTS.search(text) and not (_UNITTEST_MAIN.search(text) and "__main__" in text):
+            found.append(rel)
+    if found:
+        sink.add("test_command", "pytest " + " ".join(found[:10]), found[0], None, "layout.package_test_py")
+
+
 def read_test_files(sink: Sink) -> None:
     """Where test files are, and — when there is no pytest configuration and no test imports pytest — the
     unittest (or nose) discovery command for suites written with `unittest`."""
+    read_package_test_modules(sink)
     tests = [p for p in sink.files.paths if _TEST_FILE_RE.search(p) and not p.startswith(("docs/", "doc/"))]
     if not tests:
         return
