@@ -1310,19 +1310,29 @@ class Search:
         after = pins.versions(pins.parse_freeze(ws.sh(pins.FREEZE, "/", 300).stdout)) if r.exit_code == 0 else {}
         changed = [f"{n} {v} → {after.get(n, '-')}" for n, v in pins.versions(before).items()
                    if after and after.get(n) != v]
-        if changed:
-            again = self._test_run(b, ws, recipe, rerun=True)
-            if again.ok and (b.pass_ratio or 0.0) > ratio:
-                recipe.steps.append(step)
-                b.repairs.append(f"pass ratio {ratio:.2f} with the newest releases of the project's dependencies: "
-                                 f"{', '.join(changed)} (as of the source date {cutoff[:10]}), and the tests again")
-                again.seconds += level.seconds
-                return again
+        kept = changed and self._kept_if_better(
+            b, ws, recipe, level, step, ratio,
+            lambda: f"pass ratio {ratio:.2f} with the newest releases of the project's dependencies: "
+                    f"{', '.join(changed)} (as of the source date {cutoff[:10]}), and the tests again")
+        if kept:
+            return kept
         b.log.append(f"dependencies as of {cutoff[:10]} did not help (exit {r.exit_code}, "
                      f"{len(changed)} changed): rolled back\n")
         b.tests, b.connection = saved
         ws.rollback(snap)
         return level
+
+    def _kept_if_better(self, b: Branch, ws: Workspace, recipe: Recipe, level: LevelResult, step: Step,
+                        ratio: float, why: Callable[[], str]) -> LevelResult | None:
+        """The tests again after `step` (run in a transaction the caller began): kept — the step joins the recipe
+        as a repair, `why()` says so — when more pass; None otherwise (the caller rolls back)."""
+        again = self._test_run(b, ws, recipe, rerun=True)
+        if not again.ok or (b.pass_ratio or 0.0) <= ratio:
+            return None
+        recipe.steps.append(step)
+        b.repairs.append(why())
+        again.seconds += level.seconds
+        return again
 
     def _as_test_user(self, b: Branch, ws: Workspace, recipe: Recipe, level: LevelResult) -> LevelResult:
         """The tests started a server that refuses to run as root (testing.postgresql's initdb): they run again
@@ -1426,14 +1436,12 @@ class Search:
                      f"installing {', '.join(wanted)}")
         snap = ws.begin()
         r = ws.sh(step.command, self.workdir, self.step_timeout)
-        if r.exit_code == 0:
-            again = self._test_run(b, ws, recipe, rerun=True)
-            if again.ok and (b.pass_ratio or 0.0) > ratio:
-                recipe.steps.append(step)
-                b.repairs.append(f"tests failed for want of the fixtures {', '.join(fixtures)} (pass ratio "
-                                 f"{ratio:.2f}): installed {', '.join(wanted)} ({b.pass_ratio:.2f})")
-                again.seconds += level.seconds
-                return again
+        kept = r.exit_code == 0 and self._kept_if_better(
+            b, ws, recipe, level, step, ratio,
+            lambda: f"tests failed for want of the fixtures {', '.join(fixtures)} (pass ratio {ratio:.2f}): "
+                    f"installed {', '.join(wanted)} ({b.pass_ratio:.2f})")
+        if kept:
+            return kept
         b.log.append(f"installing {', '.join(wanted)} for the missing fixtures did not help (exit {r.exit_code}): "
                      "rolled back\n")
         b.tests, b.connection = saved
