@@ -527,12 +527,14 @@ def test_requirements_in_every_spelling_pip_accepts(tmp_path):
 def test_git_protocol_urls_are_read_over_https_for_uv(tmp_path):
     """requests-toolbelt's dev-requirements.txt names `git+git://github.com/sigmavirus24/betamax`: pip reads it,
     uv refuses the scheme (and GitHub stopped serving it). The rewrite asks for the same repository over https,
-    named (the fragment's egg, else the repository's name), so a failed fetch can name what to take instead."""
+    named only when the URL names it (`#egg=`): a name guessed from the path could be another package."""
     write(tmp_path, {"pyproject.toml": '[project]\nname = "demo"\nversion = "1"\n',
                      "dev-requirements.txt": "pytest\ngit+git://github.com/sigmavirus24/betamax\n"
+                                             "git+git://example.org/x/lib.git#egg=the_lib\n"
                                              "-e git+git://example.org/x/tool.git@v2#egg=the_tool\n"})
     rewrite = one(gather(tmp_path), "requirements_rewrite", file="dev-requirements.txt")
-    assert rewrite.value["args"] == ["pytest", "betamax @ git+https://github.com/sigmavirus24/betamax",
+    assert rewrite.value["args"] == ["pytest", "git+https://github.com/sigmavirus24/betamax",
+                                     "the_lib @ git+https://example.org/x/lib.git#egg=the_lib",
                                      "-e", "git+https://example.org/x/tool.git@v2#egg=the_tool"]
     assert "uv has no git:// protocol" in rewrite.value["notes"][0]
 

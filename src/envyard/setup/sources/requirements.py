@@ -223,11 +223,11 @@ def _over_https(url: str) -> str:
 
 
 def _named(url: str) -> str:
-    """`NAME @ URL` for a URL requirement: the name from `#egg=`, else the repository's (its last path part)."""
+    """`NAME @ URL` when the URL's `#egg=` names the distribution, else the URL as it is: a name guessed from the
+    repository's path could be someone else's package on the index, which a failed fetch would then install
+    in its place (rule unreachable-url-requirement)."""
     egg = re.search(r"[#&]egg=([A-Za-z0-9][\w.-]*)", url)
-    path = url.split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1]
-    name = egg.group(1) if egg else path.split("@", 1)[0].removesuffix(".git")
-    return f"{name} @ {url}"
+    return f"{egg.group(1)} @ {url}" if egg else url
 
 
 def uv_arguments(sink: Sink, rel: str, chain: tuple[str, ...] = ()) -> tuple[list[str], list[str], bool]:
