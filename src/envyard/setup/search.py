@@ -759,9 +759,9 @@ class Search:
                 return LevelResult(level, name, ok, detail, time.monotonic() - t)
             fixes = [f for f in diagnose(output, stage=stage, local=frozenset(recipe.packages))
                      if (f.kind, f.args) not in tried and f.kind != "retry"]
-            fixes = fixes or [f for f in self._guarded_import(ws, recipe, output, stage)
-                              if (f.kind, f.args) not in tried]
-            prepared = None if fixes else self._prepare_for_tests(b, ws, recipe, output, stage)
+            bug = None if fixes else project_bug(output, self.workdir, stage)  # read once for both checks below
+            fixes = fixes or [f for f in self._guarded_import(ws, recipe, bug) if (f.kind, f.args) not in tried]
+            prepared = None if fixes else self._prepare_for_tests(b, ws, recipe, bug)
             if prepared is True:
                 continue
             self._note_bug(b, output, stage, final=not fixes)
@@ -794,10 +794,9 @@ class Search:
             b.repairs.append(fix.why)
         return LevelResult(level, name, False, detail, time.monotonic() - t)
 
-    def _guarded_import(self, ws: Workspace, recipe: Recipe, output: str, stage: str) -> list[Fix]:
-        """A NameError in the project's code for a name an import guarded by `except ImportError` should have
-        bound (bugs.guarded_imports): the guarded modules that do not import here are missing, not a bug."""
-        bug = project_bug(output, self.workdir, stage)
+    def _guarded_import(self, ws: Workspace, recipe: Recipe, bug: ProjectBug | None) -> list[Fix]:
+        """A NameError in the project's code (`bug`) for a name an import guarded by `except ImportError` should
+        have bound (bugs.guarded_imports): the guarded modules that do not import here are missing, not a bug."""
         guarded = [m for m in (guarded_imports(bug, self.ev.root) if bug else [])
                    if m not in recipe.packages and not _stdlib(m)]
         if not guarded:
@@ -810,14 +809,14 @@ class Search:
                     f"{bug.error} ({bug.file}, line {bug.line}): that name comes from an import guarded by "
                     f"`except ImportError`, and {', '.join(missing)} is not installed → {' '.join(missing)}")]
 
-    def _prepare_for_tests(self, b: Branch, ws: Workspace, recipe: Recipe, output: str,
-                           stage: str) -> bool | str | None:
+    def _prepare_for_tests(self, b: Branch, ws: Workspace, recipe: Recipe,
+                           bug: ProjectBug | None) -> bool | str | None:
         """A failure inside the project's own code, in a project whose test target first runs scripts of its own
         (`test_prepare`: babel's `make test` runs `import-cldr`, which builds the locale data a checkout lacks):
         run them once, as recipe steps, and try again (True). A preparation that fails says why, for the
         reason (a str); None when there is nothing to prepare."""
         prepare = [f for f in self.ev.of("test_prepare") if isinstance(f.value, dict)]
-        if b.prepared or not prepare or project_bug(output, self.workdir, stage) is None:
+        if b.prepared or not prepare or bug is None:
             return None
         b.prepared = True
         steps = []
@@ -831,7 +830,7 @@ class Search:
                         f"{telling_line(r.stdout + r.stderr)[:200]}")
             steps.append(step)
         recipe.steps.extend(steps)
-        b.repairs.append(f"{stage} failed inside the project; its test target prepares first: ran "
+        b.repairs.append(f"{bug.stage} failed inside the project; its test target prepares first: ran "
                          + ", ".join(f"`{s.command}`" for s in steps))
         return True
 
