@@ -167,6 +167,7 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
         return _finish(yard, search, search.run(cands), heads.current, start, src, name, ev, sub, workdir)
     finally:
         heads.close()  # unused (no replay, or an error): its sandbox goes
+        search.wheels.close()
 
 
 def _finish(yard: Yard, search: Search, best: Branch, head: HeadStart | None, start: float, src: Path, name: str,

@@ -43,6 +43,7 @@ from .interpreters import setup_base
 from .plan import Recipe, Step
 from .search import (JUNIT, Branch, Search, Workspace, drop_image, listed, setup_disk_limit, setup_env,
                      setup_sandbox, test_results)
+from .wheelhouse import find_links_env
 
 
 # Offers of a head start that run the steps only: the replay's run of the tests waits (HeadStarts.offer).
@@ -109,7 +110,7 @@ def replay(yard: Yard, search: Search, best: Branch, head: "HeadStart | None" = 
             sb = tried.sb if tried is not None else sb
             log += tried.log if tried is not None else []
         else:
-            sb = stack.enter_context(setup_sandbox(yard, setup_base(yard, recipe.interpreter), search.cache))
+            sb = stack.enter_context(replay_sandbox(search, setup_base(yard, recipe.interpreter), recipe))
             sb.upload(*search.upload)
             todo = replay_script(recipe)
         sh = with_services(logged(yard, sb, search.workdir, recipe.env, log), recipe)
@@ -167,11 +168,20 @@ def reproduce(sh: Callable, todo: str, recipe: Recipe, runner: runners.Runner, s
     return r, f, sh(runner.run(JUNIT), search.test_timeout, tests=True) if tests else None
 
 
+def replay_sandbox(search: Search, image, recipe: Recipe, network: "str | PodNetwork" = "host") -> Sandbox:
+    """A setup sandbox for the replay, which also sees the wheels the branches built on its interpreter
+    (wheelhouse.py: the replay's installs take them instead of building the same sdists again)."""
+    return setup_sandbox(search.yard, image, search.cache, network=network,
+                         ro_binds=search.wheels.binds(recipe.interpreter))
+
+
 def logged(yard: Yard, sb: Sandbox, cwd: str, env: dict[str, str], log: list[str]) -> Callable:
     """`run(command, timeout)` in the replay's sandbox, each command and its output appended to `log`; a
-    command failing for a full disk raises DiskFull (the machine's problem, not the recipe's)."""
+    command failing for a full disk raises DiskFull (the machine's problem, not the recipe's). uv finds the
+    branches' built wheels (replay_sandbox) through UV_FIND_LINKS."""
     def run(cmd: str, timeout: float):
-        r = sb.exec(cmd, cwd=cwd, env=setup_env(env), timeout=timeout, max_output=400_000)
+        r = sb.exec(cmd, cwd=cwd, env=setup_env({**env, **find_links_env(env)}), timeout=timeout,
+                    max_output=400_000)
         log.append(f"$ {cmd}\n{r.stdout}{r.stderr}[exit {r.exit_code}, {r.duration:.1f}s]\n")
         full = (diskspace.diagnose(yard.store.home, r.stdout + r.stderr, setup_disk_limit(yard))
                 if r.exit_code != 0 else None)
@@ -284,7 +294,7 @@ class HeadStart:
     def _run(self, first: str) -> None:
         t = time.monotonic()
         try:
-            sb = setup_sandbox(self.yard, setup_base(self.yard, self.recipe.interpreter), self.search.cache)
+            sb = replay_sandbox(self.search, setup_base(self.yard, self.recipe.interpreter), self.recipe)
             with self._lock:
                 if self._closed:
                     sb.close()
@@ -356,7 +366,7 @@ class HeadStart:
                 self.error = self.error or "the state to go back to was not saved"
                 return
             try:
-                sb = setup_sandbox(self.yard, mark.image, self.search.cache)
+                sb = replay_sandbox(self.search, mark.image, mark.recipe)
             except Exception as e:  # noqa: BLE001 - as in _run
                 self.error = f"{type(e).__name__}: {e}"
                 return
@@ -391,7 +401,7 @@ class HeadStart:
             try:
                 snap = head_sb.snapshot(temporary=True)
                 pod = own_network(spec)
-                sb = setup_sandbox(self.yard, snap, self.search.cache, network=pod or "host")
+                sb = replay_sandbox(self.search, snap, spec, network=pod or "host")
                 self.search.track(sb)
             except Exception as e:  # noqa: BLE001 - it only saves time
                 self.trial_report = {"used": False, "why_not": f"it did not start: {type(e).__name__}: {e}"}

@@ -47,6 +47,7 @@ from . import modules
 from .bugs import ProjectBug, guarded_imports, project_bug
 from .repairs import Fix, _stdlib, diagnose, missing_modules
 from .sources.knowledge import pytest_plugins, system_packages
+from .wheelhouse import Wheelhouse
 
 JUNIT = "/tmp/envyard-junit.xml"
 SCAN_SCRIPT = "/tmp/envyard-importscan.py"
@@ -84,11 +85,12 @@ def host_trust() -> tuple[dict[str, str], dict[str, str]]:
     return ({bundle: INSIDE_CA}, {"SSL_CERT_FILE": INSIDE_CA}) if bundle else ({}, {})
 
 
-def setup_sandbox(yard: Yard, image: Image, cache: Path, network: "str | PodNetwork" = "host") -> Sandbox:
+def setup_sandbox(yard: Yard, image: Image, cache: Path, network: "str | PodNetwork" = "host",
+                  ro_binds: dict[str, str] | None = None) -> Sandbox:
     """A sandbox for setup work: network on (the host's, or a pod network with internet access), the shared uv
     download cache, the machine's CA bundle, and on the host's network the package indexes' addresses
-    (hosts.py)."""
-    ro, _ = host_trust()
+    (hosts.py); `ro_binds` besides (the replay's wheelhouse)."""
+    ro = {**host_trust()[0], **(ro_binds or {})}
     if network == "host" and (names := hosts.hosts_file(yard.store.home / "cache")) is not None:
         ro = {**ro, str(names): "/etc/hosts"}
     limit = setup_disk_limit(yard)
@@ -208,8 +210,9 @@ class Workspace:
     """A branch's sandbox, with transactions: `begin` snapshots, `rollback` reopens from that snapshot."""
 
     def __init__(self, yard: Yard, image: Image, cache: Path, cancel: threading.Event, log: list[str],
-                 track: Callable[[Sandbox, bool], None]):
+                 track: Callable[[Sandbox, bool], None], built: Callable[[str], object] | None = None):
         self.yard, self.cache, self.cancel, self.log, self.track = yard, cache, cancel, log, track
+        self.built = built  # told each successful command's stderr (uv's `Built NAME==VERSION`: wheelhouse.py)
         self.env = setup_env()
         self.snapshots: list[Image] = []
         self.sb: Sandbox | None = None
@@ -245,6 +248,8 @@ class Workspace:
             full = diskspace.diagnose(self.yard.store.home, r.stdout + r.stderr, setup_disk_limit(self.yard))
             if full is not None:
                 raise full
+        elif self.built is not None:
+            self.built(r.stderr)
         return r
 
     def begin(self) -> Image:
@@ -307,6 +312,7 @@ class Search:
         self.cancel_all = threading.Event()
         self.cache = yard.store.home / "cache" / "uv"
         self.cache.mkdir(parents=True, exist_ok=True)
+        self.wheels = Wheelhouse(self.cache, yard.store.home / "cache" / "setup-wheels")  # closed by engine.py
         self.manifest = source_manifest(src)
         self._cancels: dict[int, threading.Event] = {}
         self._live: set[Sandbox] = set()  # every sandbox the search has open, for Ctrl-C
@@ -496,7 +502,8 @@ class Search:
         if cancel.is_set():
             raise Cancelled()
         b.recipe = recipe = plan(self.ev, b.cand)
-        b.ws = ws = Workspace(self.yard, base, self.cache, cancel, b.log, self._tracker(b))
+        b.ws = ws = Workspace(self.yard, base, self.cache, cancel, b.log, self._tracker(b),
+                              built=lambda out: self.wheels.record(b.cand.interpreter, out))
         ws.env.update(recipe.env)  # what the project's CI gives its tests (service URLs...)
         self._say(b, "copying the source")
         ws.sb.upload(*self.upload)
