@@ -159,6 +159,18 @@ def test_short_help_is_the_first_paragraph_on_one_line_cut_when_long():
     assert len(long) > SHORT_HELP_MAX and short_help(long) == "First sentence, e.g. with an abbreviation."
 
 
+def test_help_paragraphs_are_wrapped_by_the_terminal_not_by_the_source(cli):
+    from envyard.cli.helpstyle import reflow
+
+    assert reflow("First.\n\nOne paragraph\n    over two lines.\n- an item\n  its rest\n- another") == \
+        "First.\n\nOne paragraph over two lines.\n- an item its rest\n- another"
+    assert reflow("First.\n\n\b\nkept\nas is") == "First.\n\n\b\nkept\nas is"
+    r = cli("setup", "--help")  # (COLUMNS=200)
+    expect(r, 0)
+    # setup's docstring breaks "repaired from" / "snapshots" over two source lines: at 200 columns they meet
+    assert re.search(r"failed steps are repaired from snapshots\. Levels:", r.stdout), r.stdout[:1500]
+
+
 def test_version(cli):
     r = cli("--version")
     expect(r, 0)

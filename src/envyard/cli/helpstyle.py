@@ -1,9 +1,12 @@
 """typer, with plainer help screens. Recent typer releases print a flag's type as if it took a value
 (`--json <bool>`), write usage lines as `{image} {cmd}...`, and in the command list keep a docstring's hard
-line breaks (and its whole first paragraph, however long). `App` is `typer.Typer` whose groups and commands
-fix these as they are built: flags show no type, arguments are named the way click and most tools do
-(`IMAGE CMD...`), and a command's line in the list is its first paragraph on one line, cut to its first
-sentence when that paragraph is long. Everything else (options, parsing, errors) is typer's own."""
+line breaks (and its whole first paragraph, however long), and in a command's own help keep the hard line
+breaks of every paragraph after the first, so a paragraph wrapped at 110 columns in the source comes out
+ragged at any other width. `App` is `typer.Typer` whose groups and commands fix these as they are built: flags
+show no type, arguments are named the way click and most tools do (`IMAGE CMD...`), a command's line in the
+list is its first paragraph on one line, cut to its first sentence when that paragraph is long, and each
+paragraph of a help text is one line that the terminal wraps (list items keep their own lines). Everything else
+(options, parsing, errors) is typer's own."""
 
 from __future__ import annotations
 
@@ -15,6 +18,25 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 SHORT_HELP_MAX = 160  # a first paragraph longer than this is cut to its first sentence in the command list
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`])")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s")
+
+
+def reflow(text: str) -> str:
+    """`text` with the single line breaks inside each paragraph joined, except before a list item; paragraphs
+    (blank-line separated) and click's no-rewrap blocks (starting with \\b) stay as they are."""
+    paragraphs = []
+    for para in inspect.cleandoc(text).split("\n\n"):
+        if para.startswith("\b"):
+            paragraphs.append(para)
+            continue
+        lines: list[str] = []
+        for line in para.split("\n"):
+            if lines and not _LIST_ITEM.match(line):
+                lines[-1] = f"{lines[-1].rstrip()} {line.strip()}"
+            else:
+                lines.append(line)
+        paragraphs.append("\n".join(lines))
+    return "\n\n".join(paragraphs)
 
 
 def short_help(text: str) -> str:
@@ -39,6 +61,8 @@ class _Plain:
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         _plain_names(self.params)
+        if self.help:
+            self.help = reflow(self.help)
         if self.short_help is None and self.help:
             self.short_help = short_help(self.help)
 
