@@ -539,6 +539,20 @@ def test_git_protocol_urls_are_read_over_https_for_uv(tmp_path):
     assert "uv has no git:// protocol" in rewrite.value["notes"][0]
 
 
+def test_a_bare_repository_url_is_named_only_after_a_distribution_the_project_requires_by_name(tmp_path):
+    """requests-toolbelt again: its tox deps require `betamax>0.5.0`, so the repository .../betamax is betamax
+    (and, unreachable, gives way to the index's betamax); `lib` is required by name nowhere: it stays bare."""
+    write(tmp_path, {"pyproject.toml": '[project]\nname = "demo"\nversion = "1"\n',
+                     "tox.ini": "[tox]\nenvlist = py3\n\n[testenv]\ndeps =\n    betamax>0.5.0\n    pytest\n"
+                                "commands = pytest\n",
+                     "dev-requirements.txt": "pytest\ngit+git://github.com/sigmavirus24/betamax\n"
+                                             "git+git://example.org/x/lib.git\n"})
+    rewrite = one(gather(tmp_path), "requirements_rewrite", file="dev-requirements.txt")
+    assert rewrite.value["args"] == ["pytest", "betamax @ git+https://github.com/sigmavirus24/betamax",
+                                     "git+https://example.org/x/lib.git"]
+    assert any("named betamax" in n for n in rewrite.value["notes"])
+
+
 def test_links_outside_the_repository_are_not_read(tmp_path):
     outside = tmp_path / "outside.txt"
     outside.write_text("secret-package\n")

@@ -194,11 +194,13 @@ def _holds_python(files: RepoFiles) -> bool:
 
 def _derive(sink: Sink) -> None:
     """Facts that follow from other facts: the legacy build backend, the CI's tools the tests never run
-    (sources/aptuse.py), and the Debian packages that known C-extension distributions need (from
+    (sources/aptuse.py), names for bare repository URLs the project requires by name elsewhere
+    (requirements.name_bare_urls), and the Debian packages that known C-extension distributions need (from
     data/system_packages.toml)."""
     if not sink.of("build_backend") and sink.files.exists("setup.py"):
         sink.add("build_backend", "setuptools (legacy)", "setup.py", None, "setup.py.legacy")
     aptuse.mark_unused_tools(sink)
+    requirements.name_bare_urls(sink)
     table = system_packages()
     for fact in list(sink.facts):
         if fact.kind not in ("dependency", "extra", "dependency_group", "build_requirement"):

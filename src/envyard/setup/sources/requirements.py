@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from .base import Sink, resolve_rel
 from .shell import record_command
@@ -228,6 +229,31 @@ def _named(url: str) -> str:
     in its place (rule unreachable-url-requirement)."""
     egg = re.search(r"[#&]egg=([A-Za-z0-9][\w.-]*)", url)
     return f"{egg.group(1)} @ {url}" if egg else url
+
+
+_BARE_VCS = re.compile(r"^(?:git|hg|svn|bzr)\+https?://[^\s@]+(?:@[^\s#]*)?$")
+
+
+def name_bare_urls(sink: Sink) -> None:
+    """Name the bare repository URLs of rewritten requirement files (`git+git://github.com/sigmavirus24/betamax`,
+    requests-toolbelt's dev-requirements.txt: no `#egg=`) when the repository's name is a distribution the
+    project itself requires by name elsewhere (its tox deps say `betamax>0.5.0`): `betamax @ URL`. A named URL
+    that cannot be fetched then gives way to the index's release (rule unreachable-url-requirement); a
+    repository name the project never requires by name stays unnamed (someone else's package on the index)."""
+    declared = {canonicalize_name(f.value["name"]): f.value["name"] for f in sink.facts
+                if f.kind in ("dependency", "extra", "dependency_group") and isinstance(f.value, dict)
+                and f.value.get("name") and not f.value.get("url")}
+    for fact in sink.of("requirements_rewrite"):
+        args = fact.value.get("args", []) if isinstance(fact.value, dict) else []
+        for i, arg in enumerate(args):
+            if not _BARE_VCS.match(arg) or (i and args[i - 1] in ("-e", "--editable")):
+                continue
+            repo = arg.split("://", 1)[1].split("@")[0].rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
+            name = declared.get(canonicalize_name(repo)) if repo else None
+            if name:
+                args[i] = f"{name} @ {arg}"
+                fact.value.setdefault("notes", []).append(
+                    f"{arg} named {name}: the project requires {name} by name elsewhere")
 
 
 def uv_arguments(sink: Sink, rel: str, chain: tuple[str, ...] = ()) -> tuple[list[str], list[str], bool]:
