@@ -88,6 +88,18 @@ def test_a_head_start_whose_steps_failed_is_not_used(search):
     assert head.report()["why_not"] == "its steps exited 3"
 
 
+def test_a_head_start_of_several_steps_has_each_steps_time_limit(search):
+    """PyNaCl's recipe builds libsodium twice (the project, then the completeness pass's `-e .[docs,tests]`): a
+    head start that ran both in one script under one step's limit was killed (exit 137) and the replay failed."""
+    search.step_timeout = 2.5
+    recipe = recipe_of(search, "sleep 1.5", "sleep 1.5")  # 3 s in all: within 2 × 2.5 s, not within 2.5 s
+    head = HeadStart(search.yard, search, recipe)
+    try:
+        assert head.take(recipe) is not None, head.report()
+    finally:
+        head.close()
+
+
 def test_closing_a_head_start_stops_its_steps_and_leaves_nothing(search):
     """Ctrl-C, or a setup that ends without a replay: the install running in the head start is killed with its
     sandbox, at once."""

@@ -85,6 +85,12 @@ def script(recipe: Recipe, steps: list[Step], *, exact: bool = True) -> str:
             + "".join(f"{s.command}\n" for s in steps) + (f"{pins.EXACT}\n" if recipe.pins and exact else ""))
 
 
+def steps_limit(search: Search, steps: int) -> float:
+    """The time limit of a script of `steps` steps: each step had the limit of one in the branch (a head start
+    that ran PyNaCl's two builds of libsodium in one script was killed at one step's limit)."""
+    return search.step_timeout * max(1, steps)
+
+
 def replay(yard: Yard, search: Search, best: Branch, head: "HeadStart | None" = None) -> dict:
     """Run the recorded recipe, as setup.sh has it, on a fresh setup base with a fresh copy of the source,
     and check the tests collect as they did: an image is verified only when its recipe reproduces it. With a
@@ -103,7 +109,7 @@ def replay(yard: Yard, search: Search, best: Branch, head: "HeadStart | None" = 
         if sb is not None:
             stack.callback(head.close)
             log += head.log
-            todo = head.rest(recipe)
+            todo, steps = head.rest(recipe), head.rest_steps(recipe)
             tried = head.tried(recipe, in_time=not best.tests_timed_out) if tests else None
             if tried is None:
                 head.stop_trial()  # not what the replay runs: it must not share the cores with it
@@ -112,10 +118,10 @@ def replay(yard: Yard, search: Search, best: Branch, head: "HeadStart | None" = 
         else:
             sb = stack.enter_context(replay_sandbox(search, setup_base(yard, recipe.interpreter), recipe))
             sb.upload(*search.upload)
-            todo = replay_script(recipe)
+            todo, steps = replay_script(recipe), len(recipe.steps) + 1
         sh = with_services(logged(yard, sb, search.workdir, recipe.env, log), recipe)
         r, f, ran = (tried.setup, tried.freeze, tried.ran) if tried is not None else reproduce(
-            sh, todo, recipe, runner, search, tests=tests)
+            sh, todo, recipe, runner, search, tests=tests, steps=steps)
         out = {"log": log, **({"head_start": head.report()} if head is not None else {})}
         if r.exit_code != 0:
             return {**out, "ok": False, "detail": f"setup.sh exited {r.exit_code} on a fresh base",
@@ -158,10 +164,12 @@ def with_services(run: Callable, recipe: Recipe) -> Callable:
     return sh
 
 
-def reproduce(sh: Callable, todo: str, recipe: Recipe, runner: runners.Runner, search: Search, *, tests: bool):
-    """What the replay runs in its sandbox (`sh(command, timeout, tests=)`): the rest of setup.sh, the freeze
-    when there are pins, and with `tests` the tests. (setup.sh's result, the freeze's or None, the run's or None)."""
-    r = sh(todo, search.step_timeout)
+def reproduce(sh: Callable, todo: str, recipe: Recipe, runner: runners.Runner, search: Search, *, tests: bool,
+              steps: int):
+    """What the replay runs in its sandbox (`sh(command, timeout, tests=)`): the rest of setup.sh (`steps`
+    steps), the freeze when there are pins, and with `tests` the tests. (setup.sh's result, the freeze's or None,
+    the run's or None)."""
+    r = sh(todo, steps_limit(search, steps))
     if r.exit_code != 0:
         return r, None, None
     f = sh(pins.FREEZE, 300) if recipe.pins else None
@@ -226,7 +234,8 @@ class Trial:
         sh = with_services(logged(self.head.yard, self.sb, search.workdir, recipe.env, self.log), recipe)
         try:
             self.setup, self.freeze, self.ran = reproduce(sh, self.head.rest(recipe), recipe,
-                                                          runners.of_recipe(recipe), search, tests=True)
+                                                          runners.of_recipe(recipe), search, tests=True,
+                                                          steps=self.head.rest_steps(recipe))
         except Exception as e:  # noqa: BLE001 - killed (the head start moved on), or a full disk: the replay redoes it
             self.error = f"{type(e).__name__}: {e}"
         finally:
@@ -266,8 +275,8 @@ class HeadStart:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         # the exact install waits for the final pins; the script is made now: extend() replaces self.recipe
-        first = script(recipe, recipe.steps, exact=False)
-        self._then(lambda: self._run(first))
+        first, steps = script(recipe, recipe.steps, exact=False), len(recipe.steps)
+        self._then(lambda: self._run(first, steps))
         if tests:
             self.try_tests(recipe)
 
@@ -291,7 +300,7 @@ class HeadStart:
         self._thread = threading.Thread(target=body, name="envyard-replay-head-start", daemon=True)
         self._thread.start()
 
-    def _run(self, first: str) -> None:
+    def _run(self, first: str, steps: int) -> None:
         t = time.monotonic()
         try:
             sb = replay_sandbox(self.search, setup_base(self.yard, self.recipe.interpreter), self.recipe)
@@ -302,18 +311,18 @@ class HeadStart:
                 self.sb = sb
                 self.search.track(sb)
             sb.upload(*self.search.upload)
-            self._steps(first)
+            self._steps(first, steps)
         except Exception as e:  # noqa: BLE001 - it only saves time: the replay starts over without it
             self.error = f"{type(e).__name__}: {e}"
         finally:
             self.seconds += time.monotonic() - t
 
-    def _steps(self, todo: str) -> None:
+    def _steps(self, todo: str, steps: int) -> None:
         sb = self.sb
         if sb is None:
             raise RuntimeError("closed")
         run = logged(self.yard, sb, self.search.workdir, self.recipe.env, self.log)
-        self.exit_code = run(todo, self.search.step_timeout).exit_code
+        self.exit_code = run(todo, steps_limit(self.search, steps)).exit_code
 
     def extend(self, later: Recipe) -> None:
         """The branch added steps (the completeness pass installs one unit after another): they run here too,
@@ -321,6 +330,7 @@ class HeadStart:
         this one's (see mismatch). A trial of the tests without them is killed (HeadStarts.offer then asks for one
         with them)."""
         todo = script(later, later.steps[len(self.recipe.steps):], exact=False)
+        steps = len(later.steps) - len(self.recipe.steps)
         self.stop_trial()
         mark = Mark(self.recipe)
         self._marks.append(mark)
@@ -332,7 +342,7 @@ class HeadStart:
             t = time.monotonic()
             try:
                 mark.image = self._snapshot()
-                self._steps(todo)
+                self._steps(todo, steps)
             except Exception as e:  # noqa: BLE001 - as in _run
                 self.error = f"{type(e).__name__}: {e}"
             finally:
@@ -475,6 +485,10 @@ class HeadStart:
         """What setup.sh does after the head start's steps: the final pins and environment, the steps added
         since (the completeness pass's), the exact install of the pins."""
         return script(final, final.steps[len(self.recipe.steps):])
+
+    def rest_steps(self, final: Recipe) -> int:
+        """How many steps `rest` runs (the exact install counts as one)."""
+        return len(final.steps) - len(self.recipe.steps) + 1
 
     def report(self) -> dict:
         return {"used": not self.why, "steps": len(self.recipe.steps), "seconds": round(self.seconds, 1),
