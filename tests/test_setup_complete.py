@@ -50,6 +50,19 @@ def test_the_pass_installs_what_the_recipe_left_out():
     assert units["group lint"].args == "'toolz>=0.12'"
     command = complete.install_command(recipe, units["group lint"].args)
     assert command == f"uv pip install -c {complete.BEFORE} 'toolz>=0.12'"  # never changes what is installed
+    # with the installed project's name, its extras come by name: uv takes them from the installed project
+    # rather than building it again (`-e .` under the pass's constraints rebuilds it)
+    named = {u.label: u for u in complete.declared_units(ev, recipe, "importsapp")}
+    assert named["extras test, toml"].args == "'importsapp[test,toml]'"
+    assert named["extras test, toml"].parts == ("'importsapp[test]'", "'importsapp[toml]'")
+
+
+def test_the_editable_projects_name_is_read_from_uvs_listing():
+    listing = ('[{"name":"other","version":"1","editable_project_location":"/work/repo/lib"},'
+               '{"name":"PyNaCl","version":"1.5.0","editable_project_location":"/work/repo"}]')
+    assert complete.editable_name(listing, "/work/repo") == "PyNaCl"
+    assert complete.editable_name(listing, "/work/elsewhere") is None
+    assert complete.editable_name("not json", "/work/repo") is None
 
 
 def test_a_requirements_file_installed_or_included_is_not_installed_again():
@@ -122,7 +135,7 @@ def test_setup_installs_what_the_code_imports_and_pins_it(home, tmp_path):
     # the three declared units were installed at once: one resolution, one line of setup.sh
     assert c["installed"] == ["extras test, toml", "requirements docs/requirements.txt", "group lint"], c
     [line] = [ln for ln in (out / "setup.sh").read_text().splitlines() if "-r docs/requirements.txt" in ln]
-    assert "-e '.[test,toml]'" in line and "'toolz>=0.12'" in line, line
+    assert "'importsapp[test,toml]'" in line and "'toolz>=0.12'" in line, line
     # the contract pins the versions that passed, and the clean replay installed exactly those
     locked = [line for line in (out / "requirements.lock").read_text().splitlines() if not line.startswith("#")]
     assert "pyhumps==3.8.0" in locked or any(p.startswith("pyhumps==") for p in locked)
@@ -136,6 +149,8 @@ def test_setup_installs_what_the_code_imports_and_pins_it(home, tmp_path):
     assert len(runs) == 2, runs
     branch_log = log.split("===== clean replay =====")[0]
     assert branch_log.index("pyhumps") < branch_log.index("--junitxml="), "the tests ran before the pass"
+    # the project was built once, by its own step: the pass asked for its extras by name
+    assert branch_log.count("Built importsapp @ file://") == 1, branch_log
     # The replay's installs started before the pass and followed the pass's installs as the branch made them:
     # the replay went on from all of the recipe's steps, and still installed exactly the pins (pins_match above).
     head = data["replay"]["head_start"]

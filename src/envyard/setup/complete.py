@@ -24,6 +24,7 @@ install and *whether* to keep it; search.py runs it.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import tomllib
@@ -68,20 +69,42 @@ def not_installable(module: str) -> bool:
     return any(module in t[k] for k in ("python2_stdlib", "platform_only", "newer_stdlib", "too_large"))
 
 
-def declared_units(ev: Evidence, recipe: Recipe) -> list[Unit]:
+# The project's editable install as `uv pip list --editable --format json` reports it: its distribution name.
+EDITABLES = "uv pip list --editable --format json"
+
+
+def editable_name(listing: str, workdir: str) -> str | None:
+    """The name of the editable distribution installed from `workdir`, from EDITABLES' output (None if none)."""
+    try:
+        entries = json.loads(listing)
+    except ValueError:
+        return None
+    for e in entries if isinstance(entries, list) else []:
+        if isinstance(e, dict) and e.get("editable_project_location") == workdir and isinstance(e.get("name"), str):
+            return e["name"]
+    return None
+
+
+def declared_units(ev: Evidence, recipe: Recipe, project_name: str | None = None) -> list[Unit]:
     """What the project declares that the recipe does not install yet: all extras (when the project is
-    installed as a package), the requirement files the recipe has not installed, every dependency group."""
+    installed as a package), the requirement files the recipe has not installed, every dependency group.
+
+    The extras are asked for by the name of the installed project (`NAME[docs,tests]`, `project_name`: the
+    editable install's), which uv finds installed and takes their requirements from: `-e .[docs,tests]` would
+    build the project again (uv rebuilds a local project it is given under new constraints: PyNaCl's libsodium,
+    70 s, in the branch and again in the replay). Without the name, `-e .[...]`."""
     units: list[Unit] = []
     done = " ".join(s.command for s in recipe.steps)
     project = [s for s in recipe.steps if s.kind == "project"]
     if project:
         extras = sorted({f.value["extra"] for f in ev.of("extra") if isinstance(f.value, dict)
                          and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", str(f.value.get("extra", "")))})
-        # the project builds as its install step did (a repair may have turned build isolation off)
+        # by name; else the project builds as its install step did (a repair may have turned build isolation off)
         e = "--no-build-isolation -e " if "--no-build-isolation" in project[-1].command else "-e "
+        e, target = ("", project_name) if project_name else (e, ".")
         if extras:
-            units.append(Unit(f"extras {', '.join(extras)}", e + shlex.quote(f".[{','.join(extras)}]"),
-                              tuple(e + shlex.quote(f".[{x}]") for x in extras) if len(extras) > 1 else ()))
+            units.append(Unit(f"extras {', '.join(extras)}", e + shlex.quote(f"{target}[{','.join(extras)}]"),
+                              tuple(e + shlex.quote(f"{target}[{x}]") for x in extras) if len(extras) > 1 else ()))
     files = [f for f in ev.of("requirements_file") if isinstance(f.value, dict)
              and f.value.get("role", "requirements") == "requirements"]
     installed = {p for p in (f.value["path"] for f in files) if f"-r {shlex.quote(p)}" in done}

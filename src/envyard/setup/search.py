@@ -908,7 +908,9 @@ class Search:
         def budget_left() -> bool:
             return time.monotonic() - t < complete.BUDGET_SECONDS
 
-        units = complete.declared_units(self.ev, recipe)
+        listed = ws.sh(complete.EDITABLES, self.workdir, 60)
+        name = complete.editable_name(listed.stdout, self.workdir) if listed.exit_code == 0 else None
+        units = complete.declared_units(self.ev, recipe, name)
         if len(units) > 1:  # all at once first: one resolution instead of one per unit (most install together)
             self._say(b, f"completeness pass: {len(units)} declared units at once")
             args = " ".join(u.args for u in units)
