@@ -289,3 +289,20 @@ def test_a_django_project_runs_manage_py_test(home, tmp_path):
                                      "polls.tests.TruthTests::test_truth"]
     assert data["replay"]["statuses_same"] == 3
     assert "manage.py test --noinput -v 2" in (out / "test.sh").read_text()
+
+
+@pytest.mark.parametrize("addopts", ["", "addopts = -q\n"])
+def test_a_collection_is_counted_also_when_the_projects_addopts_quiet_it_further(tmp_path, addopts):
+    """requests-toolbelt's tox.ini has `[pytest] addopts = -q`: with envyard's own -q, pytest prints one count
+    per file (`tests/test_a.py: 2`) and no summary, which was read as "no tests collected"."""
+    from envyard.setup.runners import COLLECT_FLAGS
+    from envyard.setup.search import collected_count
+
+    (tmp_path / "tox.ini").write_text("[tox]\nenvlist = py3\n\n[pytest]\n" + addopts)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("def test_one():\n    pass\n\n\ndef test_two():\n    pass\n")
+    (tmp_path / "tests" / "test_b.py").write_text("def test_three():\n    pass\n")
+    r = subprocess.run([sys.executable, "-m", "pytest", *COLLECT_FLAGS.split()], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert collected_count(r.stdout) == 3, r.stdout

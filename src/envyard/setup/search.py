@@ -1674,8 +1674,13 @@ def _in(version: str, constraint) -> bool:
 
 
 def collected_count(stdout: str) -> int:
+    """Tests pytest's --collect-only listed: its summary, else one count per file (`tests/test_a.py: 5`, what
+    it prints at -qq: a project's addopts `-q` besides envyard's), else the test ids."""
     m = re.search(r"(\d+) tests? collected", stdout) or re.search(r"^(\d+) tests?", stdout, re.M)
-    return int(m.group(1)) if m else len([l for l in stdout.splitlines() if "::" in l])
+    if m:
+        return int(m.group(1))
+    per_file = re.findall(r"^\S+\.py: (\d+)$", stdout, re.M)
+    return sum(map(int, per_file)) if per_file else len([l for l in stdout.splitlines() if "::" in l])
 
 
 def listed(runner: runners.Runner, stdout: str) -> int:
