@@ -93,8 +93,9 @@ def test_df_cli_table_and_json(store):
 
 def test_gc_cache_prunes_the_package_cache_down_to_the_bound(store):
     yard, *_ = store
-    cache = yard.store.home / "cache" / "uv"
-    cache.mkdir(parents=True, exist_ok=True)
+    from envyard.setup import pkgcache
+
+    cache = pkgcache.scope_dir(yard.store.home, "dir:/some/project")
     (cache / "archive-v0").mkdir(exist_ok=True)
     (cache / "archive-v0" / "blob").write_bytes(os.urandom(2 * MB))
     kept = cli(yard.store.home, "gc", "--json", "--cache", "--cache-max", "100M")

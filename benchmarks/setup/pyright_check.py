@@ -57,13 +57,13 @@ def setup(source: str, home: str, timeout: float) -> dict:
 
 def check(yard, image: str, tool: str) -> dict:
     from envyard.setup import importscan, pyright
+    from envyard.setup import pkgcache
     from envyard.setup.search import SCAN_SCRIPT, setup_env, setup_sandbox
 
     img = yard.image(image)
     root = img.config.workdir
     env = setup_env()
-    cache = yard.store.home / "cache" / "uv"
-    cache.mkdir(parents=True, exist_ok=True)
+    cache = pkgcache.scope_dir(yard.store.home, pkgcache.named_identity("pyright-check"))
     with setup_sandbox(yard, img, cache) as sb:
         t = time.monotonic()
         inst = sb.exec(pyright.install_command("/usr/bin/python3", tool), env=env, timeout=900)

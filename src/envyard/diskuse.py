@@ -17,6 +17,7 @@ whole host disk through it), and a file hard-linked into several layers is count
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -25,7 +26,10 @@ from .bases.host import HOST_ROOT_LAYER
 from .errors import BadInput, StoreError
 from .store import Store
 
-PACKAGE_CACHE = ("cache", "uv")  # the package cache `envyard setup` binds into its sandboxes (setup/search.py)
+# The package caches `envyard setup` binds into its sandboxes, one directory per source (setup/pkgcache.py).
+PACKAGE_CACHE = ("cache", "packages")
+# The one cache every setup shared before they were split per source: never used again, removed by `gc --cache`.
+LEGACY_PACKAGE_CACHE = ("cache", "uv")
 
 
 def mount_points() -> set[str]:
@@ -125,8 +129,7 @@ def usage(store: Store) -> dict:
                 size += w.size(part)[0]
         sandboxes.append({"id": rec.id, "image": rec.image, "bytes": size,
                           "owner": "alive" if rec.owner_alive() else "dead (gc reclaims)"})
-    cache_dir = home.joinpath(*PACKAGE_CACHE)
-    package_cache = w.size(cache_dir)[0] if cache_dir.exists() else 0
+    package_cache = sum(_size_of(w, home.joinpath(*parts)) for parts in (PACKAGE_CACHE, LEGACY_PACKAGE_CACHE))
     other_cache = (w.size(home / "cache")[0] - package_cache) if (home / "cache").exists() else 0
     parts = {
         "layers": sum(layer_bytes[lid] for lid in layer_bytes),
@@ -183,23 +186,34 @@ def parse_size(text: str) -> int:
 
 
 def prune_cache(store: Store, keep: int = 0) -> dict:
-    """Shrink the package cache to at most `keep` bytes: first what uv no longer needs (`uv cache prune`),
-    then, if it is still larger, all of it (`uv cache clean`). uv waits for setups using the cache (its lock)
+    """Shrink the package caches to at most `keep` bytes in all: the shared cache of earlier versions goes at
+    once; then what uv no longer needs in each source's cache (`uv cache prune`); then, while still larger,
+    whole caches, least recently used first (`uv cache clean`). uv waits for setups using a cache (its lock)
     rather than delete under them. Returns the sizes before and after."""
-    cache_dir = store.home.joinpath(*PACKAGE_CACHE)
-    if not cache_dir.exists():
-        return {"package_cache": str(cache_dir), "before_bytes": 0, "after_bytes": 0, "steps": []}
-    w = Walker()
-    before = w.size(cache_dir)[0]
+    root = store.home.joinpath(*PACKAGE_CACHE)
+    legacy = store.home.joinpath(*LEGACY_PACKAGE_CACHE)
+    scopes = sorted((d for d in root.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime) \
+        if root.is_dir() else []
+    sizes = {d: Walker().size(d)[0] for d in scopes}
+    before = sum(sizes.values()) + _size_of(Walker(), legacy)
     steps = []
-    size = before
-    for step in ("prune", "clean"):
-        if size <= keep:
+    if legacy.exists():
+        _uv_cache("clean", legacy)
+        shutil.rmtree(legacy, ignore_errors=True)  # what uv does not know as its own
+        steps.append("clean legacy")
+    if sum(sizes.values()) > keep and scopes:
+        for d in scopes:
+            _uv_cache("prune", d)
+            sizes[d] = Walker().size(d)[0]
+        steps.append("prune")
+    for d in scopes:  # oldest first
+        if sum(sizes.values()) <= keep:
             break
-        _uv_cache(step, cache_dir)
-        steps.append(step)
-        size = Walker().size(cache_dir)[0] if cache_dir.exists() else 0
-    return {"package_cache": str(cache_dir), "before_bytes": before, "after_bytes": size, "steps": steps}
+        _uv_cache("clean", d)
+        shutil.rmtree(d, ignore_errors=True)
+        sizes[d] = 0
+        steps.append(f"clean {d.name}")
+    return {"package_cache": str(root), "before_bytes": before, "after_bytes": sum(sizes.values()), "steps": steps}
 
 
 def _uv_cache(step: str, cache_dir: Path) -> None:

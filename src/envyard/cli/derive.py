@@ -112,6 +112,7 @@ def _image_of(source: str, yard, err) -> str:
     if not is_path:
         return source
     from ..setup.engine import setup_directory
+    from ..setup.pkgcache import source_identity
     from .setup import default_image_name
     from ..setup.sources_fetch import fetch
     from ..store import parse_image_name
@@ -123,7 +124,7 @@ def _image_of(source: str, yard, err) -> str:
             raise BadInput(f"{source}: not a directory, pypi:NAME==VERSION or an image name")
         name = parse_image_name(default_image_name(src, fetched))
         with err.status(escape(f"envyard setup {source} → {name}")):
-            result, _ = setup_directory(yard, src, name)
+            result, _ = setup_directory(yard, src, name, cache_identity=source_identity(source, fetched))
     finally:
         if fetched is not None:
             fetched.cleanup()

@@ -40,6 +40,11 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                                                   "inside the repository (a monorepo's python/pkg). Default: the "
                                                   "root, or when the root has no packaging, the subdirectory with "
                                                   "packaging and the most tests. '.' forces the root."),
+        cache_scope: Optional[str] = typer.Option(None, "--cache-scope", envvar="ENVYARD_CACHE_SCOPE",
+                                                  help="Share the package cache with every setup given the same "
+                                                       "NAME. Only for sources you trust alike: a project's build "
+                                                       "can change what the cache gives the others. Default: one "
+                                                       "cache per source."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
         python: Optional[str] = typer.Option(None, "--python", help="Use only this Python release (X.Y or X.Y.Z), "
                                              "even where the project's constraint excludes it."),
@@ -62,6 +67,7 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
         1 when not (the reason is printed), 2 on bad input (a bad --out is refused before the run), 25 when the
         store's disk is full (before or during the run), 130 on Ctrl-C."""
         from ..setup.engine import check_contract_dir, setup_directory, write_contract
+        from ..setup.pkgcache import named_identity, source_identity
         from ..setup.sources_fetch import fetch
         from ..store import parse_image_name
 
@@ -73,6 +79,8 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                 raise BadInput(f"--time-limit must be positive, got {time_limit}")
             if jobs < 1:
                 raise BadInput(f"--jobs must be at least 1, got {jobs}")
+            if cache_scope is not None and not cache_scope.strip():
+                raise BadInput("--cache-scope is empty", fix="give a name, or leave it out for one cache per source")
             if out_dir is not None:
                 check_contract_dir(out_dir)  # before any work: a bad --out must not cost a whole run
             with err.status(escape(f"fetching {source}")):
@@ -93,7 +101,9 @@ def register(app: typer.Typer, out, err, fail, emit_json, make_yard) -> None:
                       auto_refresh=err.is_terminal):
                 result, ev = setup_directory(yard, src, image, jobs=jobs, step_timeout=timeout, test_timeout=timeout,
                                              on_update=view.update, available=forced, complete=complete,
-                                             time_limit=time_limit, project_dir=project_dir)
+                                             time_limit=time_limit, project_dir=project_dir,
+                                             cache_identity=named_identity(cache_scope) if cache_scope
+                                             else source_identity(source, fetched))
             contract = write_contract(out_dir, result, ev)
         except EnvyardError as e:
             fail(e)

@@ -27,7 +27,7 @@ from ..errors import BadInput, BaseBuildError
 from ..store import ImageConfig
 from ..store.dedupe import dedupe
 from ..yard import Yard
-from . import checkout_version, interpreters, pins, services, subproject, verdict
+from . import checkout_version, interpreters, pins, pkgcache, services, subproject, verdict
 from .evidence import Evidence, gather
 from .interpreters import Interpreter, SetupBaseError
 from .plan import ENV, VENV, Recipe, plan, ranked_or_installed
@@ -130,10 +130,12 @@ class SetupResult:
 def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_timeout: float = 1800,
                     test_timeout: float = 1800, on_update: Update | None = None,
                     available: list[Interpreter] | None = None, complete: bool = True,
-                    time_limit: float | None = None, project_dir: str | None = None) -> tuple[SetupResult, Evidence]:
+                    time_limit: float | None = None, project_dir: str | None = None,
+                    cache_identity: str | None = None) -> tuple[SetupResult, Evidence]:
     """Set up the project in `src` as image `name`. Raises on bad input; returns the result otherwise.
     `project_dir`: the project's directory inside the repository (None: found by subproject.find, "." the root).
-    The whole repository is copied into the sandbox either way; steps and tests run in the project's directory."""
+    The whole repository is copied into the sandbox either way; steps and tests run in the project's directory.
+    `cache_identity`: whose package cache the sandboxes get (pkgcache.py); None: `src`'s own."""
     start = time.monotonic()
     if not src.is_dir():
         gather(src)  # raises NotARepository with the cause and the fix
@@ -148,7 +150,8 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
     workdir = f"{repo_dir}/{sub.subdir}" if sub else repo_dir
     search = Search(yard, ev, project, workdir, available, jobs=jobs,
                     step_timeout=step_timeout, test_timeout=test_timeout, on_update=on_update, complete=complete,
-                    time_limit=time_limit, upload=(src, repo_dir))
+                    time_limit=time_limit, upload=(src, repo_dir),
+                    cache_identity=cache_identity or pkgcache.directory_identity(src))
     heads = HeadStarts(yard, search)
 
     def head_start(_b: Branch, ws: Workspace, recipe: Recipe, when: str) -> None:

@@ -37,7 +37,7 @@ from ..runtime.podnet import PodNetwork
 from ..store import Image
 from ..tls import ca_bundle
 from ..yard import Sandbox, Yard
-from . import complete, hosts, importscan, pins, runners, services, testuser
+from . import complete, hosts, importscan, pins, pkgcache, runners, services, testuser
 from .verdict import GOOD_RATIO, connection_failures
 from .evidence import Evidence
 from .interpreters import SETUP_DISK, Interpreter, minor, setup_base
@@ -299,7 +299,8 @@ Update = Callable[[list[Branch]], None]
 class Search:
     def __init__(self, yard: Yard, ev: Evidence, src: Path, workdir: str, available: list[Interpreter], *,
                  jobs: int = 2, step_timeout: float = 1800, test_timeout: float = 1800, on_update: Update | None = None,
-                 complete: bool = True, time_limit: float | None = None, upload: tuple[Path, str] | None = None):
+                 complete: bool = True, time_limit: float | None = None, upload: tuple[Path, str] | None = None,
+                 cache_identity: str | None = None):
         self.yard, self.ev, self.src, self.workdir, self.available = yard, ev, src, workdir, available
         # What is copied into each sandbox, and where: the whole repository when the project is a subdirectory
         # of it (a monorepo), else the project itself at workdir.
@@ -310,8 +311,8 @@ class Search:
         self.on_update = on_update or (lambda _b: None)
         self.branches: list[Branch] = []
         self.cancel_all = threading.Event()
-        self.cache = yard.store.home / "cache" / "uv"
-        self.cache.mkdir(parents=True, exist_ok=True)
+        # The source's own package cache (pkgcache.py): no other project's build has written into it.
+        self.cache = pkgcache.scope_dir(yard.store.home, cache_identity or pkgcache.directory_identity(src))
         self.wheels = Wheelhouse(self.cache, yard.store.home / "cache" / "setup-wheels")  # closed by engine.py
         self.manifest = source_manifest(src)
         self._cancels: dict[int, threading.Event] = {}
