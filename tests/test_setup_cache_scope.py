@@ -99,6 +99,10 @@ def test_the_same_source_keeps_its_cache_and_a_named_scope_is_shared(tmp_path):
         pkgcache.scope_dir(home, pkgcache.directory_identity(a / "."))
     assert pkgcache.scope_dir(home, pkgcache.directory_identity(a)) != \
         pkgcache.scope_dir(home, pkgcache.directory_identity(b))
+    # What the repairs learned goes with the cache: another project's setup never reads it.
+    learned_a = pkgcache.learned_path(pkgcache.scope_dir(home, pkgcache.directory_identity(a)))
+    assert learned_a != pkgcache.learned_path(pkgcache.scope_dir(home, pkgcache.directory_identity(b)))
+    assert not learned_a.is_relative_to(home.joinpath(*PACKAGE_CACHE))  # uv would delete it from a cache dir
     named = pkgcache.named_identity("team")
     assert pkgcache.scope_dir(home, named) == pkgcache.scope_dir(home, pkgcache.named_identity("team"))
     # Two identities that slug alike stay apart (the key carries a hash of the whole identity).
@@ -156,13 +160,16 @@ def test_gc_cache_removes_the_least_recently_used_caches_first_and_the_old_share
                            check=True, env={**os.environ, "UV_CACHE_DIR": str(d)})
             t = time.time() - age
             os.utime(d, (t, t))
+        learned = pkgcache.learned_path(old)
+        learned.parent.mkdir(parents=True)
+        learned.write_text('{"humps": "pyhumps"}')
         legacy = yard.store.home / "cache" / "uv"
         legacy.mkdir(parents=True)
         (legacy / "blob").write_bytes(b"x" * 1000)
 
         report = prune_cache(yard.store, keep=(1 << 20) + (1 << 19))  # room for one of the two
         assert not legacy.exists()  # the shared cache of earlier versions is never used again
-        assert not old.exists() and list(new.glob("archive-v*/*/demo_blob/blob.bin"))
+        assert not old.exists() and not learned.exists() and list(new.glob("archive-v*/*/demo_blob/blob.bin"))
         assert report["before_bytes"] > report["after_bytes"] >= 1 << 20
         assert report["steps"] == ["clean legacy", "prune", f"clean {old.name}"]
         assert prune_cache(yard.store)["after_bytes"] == 0 and not new.exists()

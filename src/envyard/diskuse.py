@@ -190,6 +190,8 @@ def prune_cache(store: Store, keep: int = 0) -> dict:
     once; then what uv no longer needs in each source's cache (`uv cache prune`); then, while still larger,
     whole caches, least recently used first (`uv cache clean`). uv waits for setups using a cache (its lock)
     rather than delete under them. Returns the sizes before and after."""
+    from .setup.pkgcache import learned_path
+
     root = store.home.joinpath(*PACKAGE_CACHE)
     legacy = store.home.joinpath(*LEGACY_PACKAGE_CACHE)
     scopes = sorted((d for d in root.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime) \
@@ -211,6 +213,7 @@ def prune_cache(store: Store, keep: int = 0) -> dict:
             break
         _uv_cache("clean", d)
         shutil.rmtree(d, ignore_errors=True)
+        learned_path(d).unlink(missing_ok=True)
         sizes[d] = 0
         steps.append(f"clean {d.name}")
     return {"package_cache": str(root), "before_bytes": before, "after_bytes": sum(sizes.values()), "steps": steps}

@@ -6,8 +6,9 @@ The import name and the distribution's name differ in a long tail (`humps` is `p
 module (the `humps` distribution is not `pyhumps`). So the search tries a few candidates in the sandbox — what an
 earlier setup learned, the table's entry (data/import_to_dist.toml), the name itself, then py-X, pyX, python-X,
 X-python — and keeps one only when, installed, `import X` works and X has the names the project imports from it
-(`from humps import camelize`). A wrong one is uninstalled before the next is tried. What was learned is kept in
-the store, so later setups try the right distribution first (and skip a module no candidate provided, for a week).
+(`from humps import camelize`). A wrong one is uninstalled before the next is tried. What was learned is kept with
+the source's package cache (pkgcache.learned_path), so its later setups try the right distribution first (and
+skip a module no candidate provided, for a week); other projects' setups do not see it.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ channel between projects). So each source gets a cache of its own under `<store>
 what the user named (a directory's path, a PyPI project, a git or archive URL; never by the name a project gives
 itself): setting up a project again, or another revision of it, reuses its cache; two projects share nothing.
 `envyard setup --cache-scope NAME` shares one cache among setups given the same NAME, for sources trusted alike.
+What the repairs learned about module → distribution names is kept per cache too: a check that runs in the
+project's sandbox can be made to fail, or to accept a look-alike distribution, by the project.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from .sources_fetch import Fetched
 
 SLUG_CHARS = 40
+LEARNED_DIR = "setup-modules"  # in <store>/cache
 
 
 def directory_identity(src: Path) -> str:
@@ -57,3 +60,9 @@ def scope_dir(home: Path, identity: str) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     os.utime(path)
     return path
+
+
+def learned_path(scope: Path) -> Path:
+    """Where the module → distribution names learned by setups of the cache `scope` are kept (modules.Learned):
+    beside the caches, since uv removes files it does not know from a cache directory."""
+    return scope.parent.parent / LEARNED_DIR / f"{scope.name}.json"

@@ -845,7 +845,7 @@ class Search:
     def _probe_modules(self, b: Branch, ws: Workspace, recipe: Recipe, fix: Fix, output: str) -> list[Step]:
         """For each missing module, candidate distributions one by one (modules.py): keep the first that, installed,
         provides the module and the names the project imports from it; uninstall a wrong one. Steps for the kept."""
-        learned = modules.Learned(self.yard.store.home / "cache" / "setup-modules.json")
+        learned = modules.Learned(pkgcache.learned_path(self.cache))
         local = set(recipe.packages)
         if fix.rule in ("guess-was-wrong", "guarded-import"):
             wanted = list(fix.args)
@@ -939,7 +939,7 @@ class Search:
                 done.append(label)
                 self._follow(b, ws, recipe)
         scan = self._scan(b, ws, recipe) if done else None
-        learned = modules.Learned(self.yard.store.home / "cache" / "setup-modules.json")
+        learned = modules.Learned(pkgcache.learned_path(self.cache))
         mapped: dict[str, str] = {}
         for module in complete.modules_to_map(b.scan.get("entries", []), set(recipe.packages)):
             if not budget_left():
