@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from envyard import Yard
-from envyard.setup import importscan, pyright
+from envyard.setup import importscan, pkgcache, pyright
 from envyard.setup.interpreters import host_interpreter, setup_base
 from envyard.setup.search import SCAN_SCRIPT, setup_env, setup_sandbox
 
@@ -57,8 +57,8 @@ def test_importscan_agrees_with_pyright_in_the_sandbox(home, tmp_path):
     (src / "importsapp" / "tricky.py").write_text(TRICKY)
     (src / "importsapp" / "sibling.py").write_text("")
     yard = Yard(home)
-    (home / "cache" / "uv").mkdir(parents=True, exist_ok=True)
-    with setup_sandbox(yard, setup_base(yard, host_interpreter()), home / "cache" / "uv") as sb:
+    cache = pkgcache.scope_dir(home, pkgcache.named_identity("tests"))
+    with setup_sandbox(yard, setup_base(yard, host_interpreter()), cache) as sb:
         env = setup_env()
         sb.upload(src, ROOT)
         # the environment judged: the project and one of the four distributions its code imports

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from envyard.setup import complete, locks, pins
+from envyard.setup import complete, locks, pins, pkgcache
 from envyard.setup.evidence import gather
 from envyard.setup.interpreters import host_interpreter
 from envyard.setup.plan import Candidate, plan
@@ -55,6 +55,20 @@ def test_the_pass_installs_what_the_recipe_left_out():
     named = {u.label: u for u in complete.declared_units(ev, recipe, "importsapp")}
     assert named["extras test, toml"].args == "'importsapp[test,toml]'"
     assert named["extras test, toml"].parts == ("'importsapp[test]'", "'importsapp[toml]'")
+
+
+def test_extras_that_name_a_distribution_by_url_come_with_the_project_itself(tmp_path):
+    """uv refuses `NAME[docs]` when docs has `pkg @ URL` ("URL dependencies must be expressed as direct
+    requirements"): such extras are asked for as `-e .[docs]`, where the project is the direct requirement."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "urlextra"\nversion = "1"\n[project.optional-dependencies]\n'
+        'docs = ["slowbuild @ file:///work/urlextra/slowbuild"]\ntest = ["pytest"]\n'
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n')
+    (tmp_path / "urlextra.py").write_text("")
+    ev = gather(tmp_path)
+    recipe = plan(ev, Candidate(host_interpreter()))
+    units = {u.label: u for u in complete.declared_units(ev, recipe, "urlextra")}
+    assert units["extras docs, test"].args == "-e '.[docs,test]'"
 
 
 def test_the_editable_projects_name_is_read_from_uvs_listing():
@@ -271,7 +285,8 @@ def test_a_project_with_uv_lock_is_installed_and_replayed_from_it(home, tmp_path
     from envyard.setup.search import setup_env, setup_sandbox
 
     yard = Yard(home)
-    with setup_sandbox(yard, setup_base(yard, host_interpreter()), home / "cache" / "uv") as sb:
+    cache = pkgcache.scope_dir(home, pkgcache.named_identity("tests"))
+    with setup_sandbox(yard, setup_base(yard, host_interpreter()), cache) as sb:
         sb.upload(REPOS / "uvlock_app", "/work/uvlock_app")
         sb.write_file("/tmp/setup.sh", (out / "setup.sh").read_text())
         run = sb.exec("sh /tmp/setup.sh", cwd="/work/uvlock_app", env=setup_env(), timeout=600)  # the machine's CAs

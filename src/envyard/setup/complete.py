@@ -92,13 +92,17 @@ def declared_units(ev: Evidence, recipe: Recipe, project_name: str | None = None
     The extras are asked for by the name of the installed project (`NAME[docs,tests]`, `project_name`: the
     editable install's), which uv finds installed and takes their requirements from: `-e .[docs,tests]` would
     build the project again (uv rebuilds a local project it is given under new constraints: PyNaCl's libsodium,
-    70 s, in the branch and again in the replay). Without the name, `-e .[...]`."""
+    70 s, in the branch and again in the replay). Without the name, or when an extra names a distribution by URL
+    or path (which uv takes only from a direct requirement: the project itself), `-e .[...]`."""
     units: list[Unit] = []
     done = " ".join(s.command for s in recipe.steps)
     project = [s for s in recipe.steps if s.kind == "project"]
     if project:
-        extras = sorted({f.value["extra"] for f in ev.of("extra") if isinstance(f.value, dict)
-                         and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", str(f.value.get("extra", "")))})
+        facts = [f.value for f in ev.of("extra") + ev.of("local_package") if isinstance(f.value, dict)
+                 and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", str(f.value.get("extra", "")))]
+        extras = sorted({v["extra"] for v in facts})
+        if any(v.get("url") or v.get("path") for v in facts):
+            project_name = None
         # by name; else the project builds as its install step did (a repair may have turned build isolation off)
         e = "--no-build-isolation -e " if "--no-build-isolation" in project[-1].command else "-e "
         e, target = ("", project_name) if project_name else (e, ".")
