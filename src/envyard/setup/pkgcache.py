@@ -54,7 +54,9 @@ def scope_dir(home: Path, identity: str) -> Path:
     """The cache directory of `identity` in the store at `home`, created, its time set to now (`envyard gc
     --cache` removes the least recently used first). The name is readable and carries a hash of the whole
     identity, so two identities never meet in one directory."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", identity.split(":", 1)[-1]).strip("._-")[-SLUG_CHARS:].lstrip("._-")
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", identity.split(":", 1)[-1]).strip("._-")
+    if len(slug) > SLUG_CHARS:  # keep the end (a path's last parts, a URL's repository), cut at a separator
+        slug = slug[-SLUG_CHARS:].split("_", 1)[-1]
     digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
     path = home.joinpath(*PACKAGE_CACHE) / f"{slug or 'source'}-{digest}"
     path.mkdir(parents=True, exist_ok=True)
