@@ -300,12 +300,16 @@ class Search:
     def __init__(self, yard: Yard, ev: Evidence, src: Path, workdir: str, available: list[Interpreter], *,
                  jobs: int = 2, step_timeout: float = 1800, test_timeout: float = 1800, on_update: Update | None = None,
                  complete: bool = True, time_limit: float | None = None, upload: tuple[Path, str] | None = None,
-                 cache_identity: str | None = None):
+                 cache_identity: str | None = None, stagger: float = 0.0):
         self.yard, self.ev, self.src, self.workdir, self.available = yard, ev, src, workdir, available
         # What is copied into each sandbox, and where: the whole repository when the project is a subdirectory
         # of it (a monorepo), else the project itself at workdir.
         self.upload = upload or (src, workdir)
         self.time_limit = time_limit  # the search's own budget (s): at it, running branches stop, finished ones count
+        # Seconds the first branch runs alone before the next starts (unless it ends sooner): a small project is
+        # done in that time, and alone it leaves the other core to the replay's head start instead of a second
+        # branch doing the same work. 0: all `jobs` branches start at once.
+        self.stagger = stagger
         self.complete = complete  # run the completeness pass (complete.py) when L2 counts missing imports
         self.jobs, self.step_timeout, self.test_timeout = max(1, jobs), step_timeout, test_timeout
         self.on_update = on_update or (lambda _b: None)
@@ -337,6 +341,8 @@ class Search:
 
     def run(self, cands: list[Candidate]) -> Branch:
         queue = [Branch(i, c, i) for i, c in enumerate(cands)]
+        # The branches that start together without a stagger: one held back by it still runs unless a branch won.
+        first = {id(b) for b in [b for b in queue if not b.cand.fallback][:self.jobs]}
         seen = {(c.interpreter.provider, c.cutoff) for c in cands}
         running: dict[cf.Future, Branch] = {}
         settled = False
@@ -362,10 +368,16 @@ class Search:
                     for other in running.values():
                         if other is not early and other.state == "running":
                             self._cancel(other, f"branch {early.id} won (L4, pass ratio {early.pass_ratio:.2f})")
-                while not settled and queue and len(running) < self.jobs and len(self.branches) < MAX_BRANCHES:
-                    if queue[0].cand.fallback and running:
+                while queue and len(running) < self.jobs and len(self.branches) < MAX_BRANCHES:
+                    if running and time.monotonic() < self.branches[0].started + self.stagger:
+                        break  # the first branch still runs alone
+                    # once settled, only a branch the stagger held back (were it not for the stagger, it would
+                    # be running) still starts, and not after a winner or the time limit
+                    i = next((i for i, q in enumerate(queue) if not settled
+                              or (id(q) in first and winner is None and not out_of_time)), None)
+                    if i is None or (queue[i].cand.fallback and running):
                         break  # fallbacks wait until the better-ranked branches have failed
-                    b = queue.pop(0)
+                    b = queue.pop(i)
                     b.id = len(self.branches)
                     self.branches.append(b)
                     self._cancels[b.id] = threading.Event()
@@ -402,7 +414,9 @@ class Search:
                         signatures.add(found.signature)
                     if b.bug is not None and b.state == "done" and stopper is None and winner is None:
                         stopper, settled = b, True
-                        queue.clear()  # no fallbacks: no other interpreter fixes the project's own code
+                        # no fallbacks: no other interpreter fixes the project's own code; older dependencies
+                        # may (a changed API), so a cut-off branch held back by the stagger still runs
+                        queue[:] = [q for q in queue if id(q) in first and q.cand.cutoff and not b.cand.cutoff]
                         for other in running.values():
                             if other.cand.cutoff and not b.cand.cutoff:
                                 continue  # older dependencies may still fix it (a changed API): let it finish
