@@ -40,8 +40,10 @@ WORK_ROOT = "/work"
 LEVEL_NAMES = {0: "install", 1: "imports", 2: "no missing imports", 3: "tests collected", 4: "tests run"}
 UNVERIFIED_TAG = "unverified"
 PARTIAL_TAG = "partial"
-# Seconds the best-ranked branch runs alone before the next starts (search.Search.stagger).
+# Seconds the best-ranked branch runs alone before the next starts (search.Search.stagger), and how much longer
+# at most while, installed, it passes level after level (search.Search.hold).
 STAGGER = 10.0
+HOLD = 30.0
 
 
 def unverified_name(name: str, tag_word: str = UNVERIFIED_TAG) -> str:
@@ -153,7 +155,7 @@ def setup_directory(yard: Yard, src: Path, name: str, *, jobs: int = 2, step_tim
     search = Search(yard, ev, project, workdir, available, jobs=jobs,
                     step_timeout=step_timeout, test_timeout=test_timeout, on_update=on_update, complete=complete,
                     time_limit=time_limit, upload=(src, repo_dir),
-                    cache_identity=cache_identity or pkgcache.directory_identity(src), stagger=STAGGER)
+                    cache_identity=cache_identity or pkgcache.directory_identity(src), stagger=STAGGER, hold=HOLD)
     heads = HeadStarts(yard, search)
 
     def head_start(_b: Branch, ws: Workspace, recipe: Recipe, when: str) -> None:

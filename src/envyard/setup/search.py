@@ -162,6 +162,7 @@ class Branch:
     completion: dict = field(default_factory=dict)  # what the completeness pass did (complete.py), when it ran
     won: bool = False  # L4 with a good pass ratio reached, before the integrity check and snapshot
     in_pass: bool = False  # in a completeness pass after its tests, which the time limit stops (not the branch)
+    climbing: bool = False  # installed, and every level since passed, until its tests have run
     pass_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def drop_images(self, yard: Yard) -> None:
@@ -300,7 +301,7 @@ class Search:
     def __init__(self, yard: Yard, ev: Evidence, src: Path, workdir: str, available: list[Interpreter], *,
                  jobs: int = 2, step_timeout: float = 1800, test_timeout: float = 1800, on_update: Update | None = None,
                  complete: bool = True, time_limit: float | None = None, upload: tuple[Path, str] | None = None,
-                 cache_identity: str | None = None, stagger: float = 0.0):
+                 cache_identity: str | None = None, stagger: float = 0.0, hold: float = 0.0):
         self.yard, self.ev, self.src, self.workdir, self.available = yard, ev, src, workdir, available
         # What is copied into each sandbox, and where: the whole repository when the project is a subdirectory
         # of it (a monorepo), else the project itself at workdir.
@@ -310,6 +311,10 @@ class Search:
         # done in that time, and alone it leaves the other core to the replay's head start instead of a second
         # branch doing the same work. 0: all `jobs` branches start at once.
         self.stagger = stagger
+        # Up to `hold` seconds more while the first branch, installed, climbs (imports, tests collected, their
+        # run): it usually wins then, and a second branch beside it only slowed it, and had its completeness pass
+        # come after its tests (one more run of them). A level that fails starts the held-back branches at once.
+        self.hold = hold
         self.complete = complete  # run the completeness pass (complete.py) when L2 counts missing imports
         self.jobs, self.step_timeout, self.test_timeout = max(1, jobs), step_timeout, test_timeout
         self.on_update = on_update or (lambda _b: None)
@@ -369,7 +374,7 @@ class Search:
                         if other is not early and other.state == "running":
                             self._cancel(other, f"branch {early.id} won (L4, pass ratio {early.pass_ratio:.2f})")
                 while queue and len(running) < self.jobs and len(self.branches) < MAX_BRANCHES:
-                    if running and time.monotonic() < self.branches[0].started + self.stagger:
+                    if running and self._held_back():
                         break  # the first branch still runs alone
                     # once settled, only a branch the stagger held back (were it not for the stagger, it would
                     # be running) still starts, and not after a winner or the time limit
@@ -447,6 +452,13 @@ class Search:
         finally:
             pool.shutdown(wait=True)
 
+    def _held_back(self) -> bool:
+        """Whether the branches after the first wait still (see `stagger` and `hold`)."""
+        first, now = self.branches[0], time.monotonic()
+        if now < first.started + self.stagger:
+            return True
+        return first.state == "running" and first.climbing and now < first.started + self.stagger + self.hold
+
     def _out_of_time(self, furthest: Branch) -> Branch:
         """No branch finished within the time limit: a failed result that says how far the furthest got (its
         levels are dropped: a stopped branch has no image to verify or replay)."""
@@ -523,13 +535,16 @@ class Search:
         self._say(b, "copying the source")
         ws.sb.upload(*self.upload)
         b.levels.append(self._install(b, ws, recipe))
+        b.climbing = bool(b.levels[-1].ok)
         if b.levels[-1].ok:
             if self._alone(b):  # a core is free (beside another branch's installs they slowed both: measured)
                 self._ready(b, ws, recipe, "installed")
             b.levels.append(self._fixing_level(b, ws, recipe, 1, "imports", "import", self._imports))
+            b.climbing = b.level >= 1 or b.levels[-1].ok is None
             if b.level >= 1 or b.levels[-1].ok is None:
                 b.levels.append(self._scan(b, ws, recipe))
                 b.levels.append(self._fixing_level(b, ws, recipe, 3, "tests collected", "collect", self._collect))
+                b.climbing = self._collected(b)
                 # Alone, the completeness pass runs before the tests: they then run once, with its installs, and
                 # the replay's run of them begins beside theirs. Beside another branch it waits until the tests
                 # have run and this branch has won (or failed): two passes at once only delayed the winner.
@@ -544,7 +559,9 @@ class Search:
                     b.levels.append(self._run_tests(b, ws, recipe))
                     if pending is not None:
                         self._settle_pass(b, ws, recipe, *pending)
-                if self._claim_win(b) and not later:  # (a pass's first install has the replay follow it)
+                won = self._claim_win(b)
+                b.climbing = False  # it has won (the held-back branches never start) or they may start now
+                if won and not later:  # (a pass's first install has the replay follow it)
                     self._ready(b, ws, recipe)
                 if later:
                     self._pass_after_tests(b, ws, recipe)
