@@ -768,20 +768,23 @@ def upper_dir_of(store: Store, sandbox_id: str) -> Path:
 
 
 def made_mount_points(lower_paths: list[Path], spec: SandboxSpec) -> list[str]:
-    """The bind targets (and the host's resolv.conf) that the image lacks: bwrap makes each one, as an empty
-    file or directory in the upper dir, to mount over. They are not the sandbox's content."""
+    """The bind targets (and the host's resolv.conf) that the image lacks, deepest first, with their parent
+    directories that it lacks too: bwrap makes each one, as an empty file or directory in the upper dir, to
+    mount over (a parent with --dir). They are not the sandbox's content."""
     targets = [inside for _, inside in (*spec.binds, *spec.ro_binds)]
     if spec.network == "host" and os.path.exists("/etc/resolv.conf"):
         targets.append("/etc/resolv.conf")
     elif isinstance(spec.network, PodNetwork):
         targets += ["/etc/hosts", "/etc/resolv.conf"]  # _pod_files
-    return [t for t in targets if not any(os.path.lexists(p / t.lstrip("/")) for p in lower_paths)]
+    made = {str(p) for t in targets for p in (PurePosixPath(t), *PurePosixPath(t).parents) if str(p) != "/"}
+    missing = [t for t in made if not any(os.path.lexists(p / t.lstrip("/")) for p in lower_paths)]
+    return sorted(missing, key=lambda t: (-len(PurePosixPath(t).parts), t))
 
 
 def drop_mount_points(layer: Path, mount_points: list[str]) -> None:
-    """Leave bwrap's mount points (see made_mount_points) out of a layer made from the upper dir. Only as made:
-    an empty file or directory (nothing inside the sandbox can write to a path while something is mounted on
-    it)."""
+    """Leave bwrap's mount points (see made_mount_points, deepest first) out of a layer made from the upper dir.
+    Only as made: an empty file or directory (nothing inside the sandbox can write to a path while something is
+    mounted on it; a parent the sandbox wrote into is not empty, and stays)."""
     for inside in mount_points:
         parts = PurePosixPath(inside.lstrip("/")).parts
         try:

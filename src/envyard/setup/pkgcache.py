@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import tomllib
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +30,18 @@ if TYPE_CHECKING:
 
 SLUG_CHARS = 40
 LEARNED_DIR = "setup-modules"  # in <store>/cache
+
+# PyPI's own caching policy, restated for uv (see index_policy): index pages fresh for 10 minutes, files forever
+# (a file's URL names its content; PyPI never reuses a file name).
+INDEX_POLICY = """\
+# Written by envyard for its setup sandboxes: PyPI's own cache headers, for when a proxy or mirror strips them.
+[[index]]
+url = "https://pypi.org/simple"
+default = true
+cache-control = { api = "max-age=600", files = "max-age=365000000, immutable" }
+"""
+INDEX_POLICY_INSIDE = "/etc/uv/uv.toml"  # uv's system-level configuration, below the project's own
+_UV_INDEX_KEYS = {"index", "index-url", "extra-index-url", "find-links", "no-index"}
 
 
 def directory_identity(src: Path) -> str:
@@ -62,6 +76,47 @@ def scope_dir(home: Path, identity: str) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     os.utime(path)
     return path
+
+
+def index_policy(home: Path, project_dirs: list[Path], named_indexes: bool) -> Path | None:
+    """The uv configuration file that setup sandboxes see at INDEX_POLICY_INSIDE (written under `<home>/cache`),
+    or None when the project names package indexes of its own (`named_indexes`: requirements `-i`, Pipfile
+    sources; or uv settings in `project_dirs`), which that file's default index would override.
+
+    Why: a setup installs from its cache over and over (each step, each branch, the completeness pass, the
+    replay), and uv reuses a cached index page or file only while its HTTP response is fresh. PyPI's responses
+    say how long (max-age=600 on pages; files immutable), but a proxy or mirror that strips those headers (these
+    machines reach PyPI through one that sends none) makes every install fetch every page and download every
+    file again, and build every sdist again (docopt: 1.3 s per install). Setup-time only: images and their
+    contract do not keep it."""
+    if named_indexes or any(_uv_indexes(d) for d in project_dirs):
+        return None
+    path = home / "cache" / "setup-uv.toml"
+    try:
+        if path.read_text() == INDEX_POLICY:
+            return path
+    except OSError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
+    tmp.write_text(INDEX_POLICY)
+    os.replace(tmp, path)  # sandboxes that bound the old file keep it
+    return path
+
+
+def _uv_indexes(directory: Path) -> bool:
+    """Whether uv's configuration in `directory` (uv.toml, or pyproject.toml's [tool.uv]) names indexes."""
+    if (directory / "uv.toml").is_file():
+        return True  # any uv.toml: uv reads it instead of pyproject.toml's table; not worth parsing
+    try:
+        tool = tomllib.loads((directory / "pyproject.toml").read_text(errors="replace")).get("tool", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    uv = tool.get("uv", {}) if isinstance(tool, dict) else {}
+    if not isinstance(uv, dict):
+        return False
+    pip = uv.get("pip", {})
+    return bool(_UV_INDEX_KEYS & set(uv)) or (isinstance(pip, dict) and bool(_UV_INDEX_KEYS & set(pip)))
 
 
 def learned_path(scope: Path) -> Path:

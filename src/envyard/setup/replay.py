@@ -180,7 +180,7 @@ def replay_sandbox(search: Search, image, recipe: Recipe, network: "str | PodNet
     """A setup sandbox for the replay, which also sees the wheels the branches built on its interpreter
     (wheelhouse.py: the replay's installs take them instead of building the same sdists again)."""
     return setup_sandbox(search.yard, image, search.cache, network=network,
-                         ro_binds=search.wheels.binds(recipe.interpreter))
+                         ro_binds={**search.policy_binds, **search.wheels.binds(recipe.interpreter)})
 
 
 def logged(yard: Yard, sb: Sandbox, cwd: str, env: dict[str, str], log: list[str]) -> Callable:

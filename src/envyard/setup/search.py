@@ -211,8 +211,10 @@ class Workspace:
     """A branch's sandbox, with transactions: `begin` snapshots, `rollback` reopens from that snapshot."""
 
     def __init__(self, yard: Yard, image: Image, cache: Path, cancel: threading.Event, log: list[str],
-                 track: Callable[[Sandbox, bool], None], built: Callable[[str], object] | None = None):
+                 track: Callable[[Sandbox, bool], None], built: Callable[[str], object] | None = None,
+                 ro_binds: dict[str, str] | None = None):
         self.yard, self.cache, self.cancel, self.log, self.track = yard, cache, cancel, log, track
+        self.ro_binds = ro_binds  # besides setup_sandbox's own (Search.policy_binds)
         self.built = built  # told each successful command's stderr (uv's `Built NAME==VERSION`: wheelhouse.py)
         self.env = setup_env()
         self.snapshots: list[Image] = []
@@ -225,7 +227,7 @@ class Workspace:
         with self._lock:
             if self.cancel.is_set():
                 raise Cancelled()
-            self.sb = setup_sandbox(self.yard, image, self.cache)
+            self.sb = setup_sandbox(self.yard, image, self.cache, ro_binds=self.ro_binds)
             self.track(self.sb, True)
 
     def sh(self, command: str, cwd: str, timeout: float):
@@ -323,6 +325,9 @@ class Search:
         # The source's own package cache (pkgcache.py): no other project's build has written into it.
         self.cache = pkgcache.scope_dir(yard.store.home, cache_identity or pkgcache.directory_identity(src))
         self.wheels = Wheelhouse(self.cache, yard.store.home / "cache" / "setup-wheels")  # closed by engine.py
+        # PyPI's cache policy for uv in every setup sandbox, unless the project names indexes of its own.
+        policy = pkgcache.index_policy(yard.store.home, [ev.root, src], bool(ev.of("package_index")))
+        self.policy_binds = {str(policy): pkgcache.INDEX_POLICY_INSIDE} if policy else {}
         self.manifest = source_manifest(src)
         self._cancels: dict[int, threading.Event] = {}
         self._live: set[Sandbox] = set()  # every sandbox the search has open, for Ctrl-C
@@ -530,7 +535,7 @@ class Search:
             raise Cancelled()
         b.recipe = recipe = plan(self.ev, b.cand)
         b.ws = ws = Workspace(self.yard, base, self.cache, cancel, b.log, self._tracker(b),
-                              built=lambda out: self.wheels.record(b.cand.interpreter, out))
+                              built=lambda out: self.wheels.record(b.cand.interpreter, out), ro_binds=self.policy_binds)
         ws.env.update(recipe.env)  # what the project's CI gives its tests (service URLs...)
         self._say(b, "copying the source")
         ws.sb.upload(*self.upload)
