@@ -7,7 +7,9 @@ revision and build it again: cytoolz 18 s, lxml or PyNaCl minutes — once in th
 replay. The replay installs the versions the branch installed, on the same interpreter and base, so the wheels
 the branch built are what a rebuild would give: each branch's `Built NAME==VERSION` lines are looked up in uv's
 cache, the wheels hard-linked into a directory of this run (one per interpreter), and the replay's sandboxes see
-it read-only with UV_FIND_LINKS pointing there. setup.sh and the Dockerfile do not use it.
+it read-only with UV_FIND_LINKS pointing there. setup.sh and the Dockerfile do not use it. (For PyPI itself, the
+setup sandboxes' uv configuration restates PyPI's cache headers, pkgcache.index_policy, and uv reuses its built
+wheels on its own; this still serves projects that name indexes of their own.)
 """
 
 from __future__ import annotations
