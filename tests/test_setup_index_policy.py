@@ -47,19 +47,27 @@ def test_other_uv_settings_and_broken_files_do_not_stop_the_policy(tmp_path):
     assert pkgcache.index_policy(tmp_path, [tmp_path / "a", tmp_path / "b"], False) is not None
 
 
-def test_a_requirements_file_that_names_an_index_turns_the_policy_off(tmp_path):
+PIPFILE = '[[source]]\nurl = "{url}"\nverify_ssl = true\nname = "pypi"\n\n[packages]\nsix = "*"\n'
+
+
+def test_a_requirements_file_or_pipfile_that_names_an_index_turns_the_policy_off(tmp_path):
     """uv lets the policy's default index win over a requirements file's `-i` line, so a project whose
-    requirements name one (a mirror, a wheel server) gets none; one that names none gets it."""
+    requirements name an index of their own (a mirror, a wheel server) gets none; one that names none, or
+    PyPI itself (every Pipfile's default source), gets it."""
     yard = envyard.Yard(tmp_path / "home")
     try:
-        for name, lines, expect in (("mirror", "-i https://mirror.example/simple\nsix\n", False),
-                                    ("plain", "six\n", True)):
+        for name, file, text, expect in (
+                ("mirror", "requirements.txt", "-i https://mirror.example/simple\nsix\n", False),
+                ("plain", "requirements.txt", "six\n", True),
+                ("pypi-named", "requirements.txt", "--index-url https://pypi.org/simple/\nsix\n", True),
+                ("pipfile", "Pipfile", PIPFILE.format(url="https://pypi.org/simple"), True),
+                ("pipfile-mirror", "Pipfile", PIPFILE.format(url="https://mirror.example/pypi/simple"), False)):
             src = tmp_path / name
             src.mkdir()
-            (src / "requirements.txt").write_text(lines)
+            (src / file).write_text(text)
             search = Search(yard, gather(src), src, f"/work/{name}", [host_interpreter()])
             try:
-                assert bool(search.policy_binds) is expect
+                assert bool(search.policy_binds) is expect, name
             finally:
                 search.wheels.close()
     finally:

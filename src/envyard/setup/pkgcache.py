@@ -20,6 +20,7 @@ import tomllib
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from packaging.utils import canonicalize_name
 
@@ -102,6 +103,13 @@ def index_policy(home: Path, project_dirs: list[Path], named_indexes: bool) -> P
     tmp.write_text(INDEX_POLICY)
     os.replace(tmp, path)  # sandboxes that bound the old file keep it
     return path
+
+
+def is_pypi(url: str) -> bool:
+    """Whether an index URL is PyPI's own Simple API (a Pipfile's default `[[source]]`, a requirement file's
+    `-i https://pypi.org/simple`): naming it is not naming an index of one's own."""
+    parts = urlsplit(str(url).strip())
+    return parts.hostname in ("pypi.org", "pypi.python.org") and parts.path.rstrip("/") == "/simple"
 
 
 def _uv_indexes(directory: Path) -> bool:

@@ -326,7 +326,8 @@ class Search:
         self.cache = pkgcache.scope_dir(yard.store.home, cache_identity or pkgcache.directory_identity(src))
         self.wheels = Wheelhouse(self.cache, yard.store.home / "cache" / "setup-wheels")  # closed by engine.py
         # PyPI's cache policy for uv in every setup sandbox, unless the project names indexes of its own.
-        policy = pkgcache.index_policy(yard.store.home, [ev.root, src], bool(ev.of("package_index")))
+        own = [url for url in ev.values("package_index") if not pkgcache.is_pypi(url)]
+        policy = pkgcache.index_policy(yard.store.home, [ev.root, src], bool(own))
         self.policy_binds = {str(policy): pkgcache.INDEX_POLICY_INSIDE} if policy else {}
         self.manifest = source_manifest(src)
         self._cancels: dict[int, threading.Event] = {}
