@@ -444,6 +444,22 @@ def test_ci_tools_the_tests_never_run_are_not_installed(tmp_path):
     assert any(n.startswith("not installed: python-pkg-tool (the docs install the project itself") for n in recipe.notes)
 
 
+def test_tex_for_the_docs_is_left_out_unless_a_test_runs_it(tmp_path):
+    """mpmath's CI installs `latexmk texlive-xetex` to build its PDF manual: 141 s of apt on every branch, for
+    tests that never run TeX. A project whose tests call xelatex keeps them."""
+    ci = ("on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n    - run: |\n"
+          "        sudo apt install libmpc-dev latexmk texlive-xetex texlive-fonts-recommended\n")
+    write(tmp_path / "docs-only", {".github/workflows/test.yml": ci, "pkg/__init__.py": "",
+                                   "tests/test_pkg.py": "def test_one():\n    assert True\n"})
+    write(tmp_path / "runs-tex", {".github/workflows/test.yml": ci, "pkg/__init__.py": "",
+                                  "tests/test_pdf.py": "import subprocess\n\n\ndef test_pdf():\n"
+                                                       "    subprocess.run(['xelatex', 'doc.tex'], check=True)\n"})
+    for name, tex in (("docs-only", "unused"), ("runs-tex", "always")):
+        when = {f.value["name"]: f.value.get("when", "always") for f in gather(tmp_path / name).of("system_package")}
+        assert when == {"libmpc-dev": "always", "latexmk": "unused", "texlive-xetex": tex,
+                        "texlive-fonts-recommended": tex}, (name, when)
+
+
 def test_yaml_keeps_versions_as_text():
     doc = yamltext.load_all("m:\n  python-version: [3.10, 3.8]\n", use_pyyaml=False)[0]
     assert doc["m"]["python-version"] == ["3.10", "3.8"]
