@@ -143,6 +143,17 @@ def test_report_category_table():
     assert rows[3] == "| monorepo | 1 | 0 | 0 | 0 | 0 | 600 s | – |"
 
 
+def test_report_time_ratios_over_all_projects_and_like_for_like():
+    # a: both set it up (ratio 2.5); b: the baseline fails fast (ratio 5); c: the baseline passes too (ratio 1);
+    # d: no baseline time (left out)
+    projects = [{"name": n, "envyard": {"level": 4, "pass_ratio": 1.0, "wall_time": w, "missing_imports": 0},
+                 "baseline": {"l3": l4, "l4": l4, "pass_ratio": 1.0 if l4 else None, "wall_time": b}}
+                for n, w, b, l4 in [("a", 10, 4, True), ("b", 30, 6, False), ("c", 5, 5, True), ("d", 9, None, False)]]
+    rows = report.targets(projects).splitlines()
+    assert "| median of per-project time ratios | 2.50× (3 projects) | ≤ 2× | ✗ |" in rows
+    assert "| same, where the baseline reaches L4 ≥ 0.9 too | 1.75× (2 projects) | | |" in rows
+
+
 def test_baseline_counts_and_time_ratios():
     import run  # beside git_corpus
 
