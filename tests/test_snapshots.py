@@ -47,6 +47,53 @@ def test_a_snapshot_is_a_read_only_subvolume_that_later_writes_do_not_change(yar
     assert yard.store.layer(image.layers[-1]).size > 0  # measured in the background
 
 
+# Every file of the stack as (path, device, inode), and cp, mv and the dynamic loader's view of "the same file".
+SAME_FILE_PROBE = r"""
+for f in /base1 /base2 /l1/* /l2/* /l3/* /l3b/* /up/*; do stat -c "%n %d %i" "$f"; done
+cp /l1/a /up/copy && mv /up/copy /up/moved && echo copied
+"""
+
+
+def test_files_of_stacked_snapshot_layers_and_the_upper_dir_never_share_an_inode(yard):
+    """A file's (device, inode) must name it alone in a sandbox. Each layer made by a snapshot is a btrfs
+    subvolume, and overlayfs shows one device for them all; every subvolume numbers inodes from 257, so files
+    of different layers came out as the same file: scipy's `_csparsetools` and pandas' `internals` (the loader
+    returned the module it had already loaded), and `cp`/`mv` refused to copy one over the other."""
+    with yard.sandbox("host") as sb:
+        sb.exec("echo base1 > /base1; echo base2 > /base2; mkdir /l1; for i in a b c d; do echo 1$i > /l1/$i; done")
+        one = sb.snapshot("stack:one")
+    with yard.sandbox(one) as sb:
+        sb.exec("mkdir /l2; for i in a b c d; do echo 2$i > /l2/$i; done; rm /base2")
+        two = sb.snapshot("stack:two")
+    with yard.sandbox(two) as sb:  # two children of one image, one of them reset first
+        sb.exec("mkdir /l3b; echo x > /l3b/x")
+        sb.reset()
+        sb.exec("mkdir /l3; for i in a b c d; do echo 3$i > /l3/$i; done")
+        three = sb.snapshot("stack:three")
+    with yard.sandbox(three) as sb:
+        r = sb.exec("mkdir /up /l3b; for i in a b c d e f g h; do echo u$i > /up/$i; done; " + SAME_FILE_PROBE)
+    assert r.exit_code == 0 and r.stdout.endswith("copied\n"), r.stdout + r.stderr
+    files = [line.split() for line in r.stdout.splitlines()[:-1]]
+    assert len(files) == 1 + 4 * 3 + 8, files  # /base2 is deleted, /l3b empty (the reset dropped /l3b/x)
+    ids = [(dev, ino) for _, dev, ino in files]
+    assert len(set(ids)) == len(ids), sorted(files, key=lambda f: f[1:])
+    first, *later = [p for p in yard.store.layer_paths(three.layers) if yard.store.volume_layer_root(p)]
+    assert not (first.parent / "attic").exists()  # made over the host's root: began as an empty subvolume
+    assert len(later) == 2 and all((p.parent / "attic").is_dir() for p in later)  # began as snapshots
+
+
+def test_what_a_sandbox_starts_from_does_not_count_against_its_disk_limit(yard):
+    """The subvolume of a sandbox over a snapshot layer is a snapshot of that layer's subvolume: the layer's
+    bytes in it are shared, and only what the sandbox writes counts against its limit."""
+    with yard.sandbox("host") as sb:
+        sb.exec("head -c 48M /dev/urandom > /big")
+        image = sb.snapshot("big:one")
+    with yard.sandbox(image, limits={"disk": "32M"}) as sb:
+        assert sb.exec("head -c 16M /dev/zero > /more && sync && cmp -n 1M /big /big && echo ok").stdout == "ok\n"
+        r = sb.exec("head -c 24M /dev/zero > /past && sync")
+        assert r.exit_code != 0 and "quota" in r.stderr.lower(), r.stderr
+
+
 def test_rmi_and_gc_delete_snapshot_layers_abandoned_and_orphaned_ones(yard):
     store = yard.store
     with yard.sandbox("host") as sb:

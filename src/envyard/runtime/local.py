@@ -95,14 +95,15 @@ class LocalBackend:
                 "user_namespace": "identity map; capabilities count only inside" if USER_NAMESPACE else "off",
                 "disk_limits": self.volume.available() or "btrfs volume with a quota per sandbox"}
 
-    def writable_dir(self, sandbox_id: str, limits: Limits) -> Path | None:
+    def writable_dir(self, sandbox_id: str, limits: Limits, lower_paths: list[Path]) -> Path | None:
         """Where a sandbox's upper and work dirs go: a subvolume capped at its disk limit (runtime/volume.py),
-        or None (its own directory, unbounded) where disk limits do not work and none was asked for."""
+        or None (its own directory, unbounded) where disk limits do not work and none was asked for. Over an
+        image with layers on the volume, the subvolume numbers its files after theirs (volume._numbered_after)."""
         if not self.disk_limits:
             return None
         why = self.volume.available()
         if why is None:
-            return self.volume.create(sandbox_id, limits.disk_bytes)
+            return self.volume.create(sandbox_id, limits.disk_bytes, top_volume_layer(self.store, lower_paths))
         if limits.disk is not None:
             raise HostUnsupported(f"cannot limit this sandbox's disk: {why}",
                                   fix="install btrfs-progs, or leave `disk` out to run without a disk limit")
@@ -166,7 +167,7 @@ class LocalSandbox:
         try:
             for d in (self.ipc, self.spill):
                 d.mkdir(parents=True)
-            self.fs = backend.writable_dir(self.id, spec.limits) or self.dir
+            self.fs = backend.writable_dir(self.id, spec.limits, self.lower_paths) or self.dir
             self.cg = backend.cgroups.create(self.id, spec.limits)
             if self.cg.dirs != planned_cgroups:
                 self.store.update_sandbox(self.id, cgroups=self.cg.dirs)
@@ -439,7 +440,7 @@ class LocalSandbox:
         self.proc = None
         janitor.later(lambda: _reap_bwrap(old_proc, old_pidfd))
         if self.fs != self.dir:  # a fresh subvolume, so the old one's bytes do not count while it is deleted
-            old_fs, self.fs = self.fs, self.backend.volume.create(self.id, self.spec.limits.disk_bytes)
+            old_fs, self.fs = self.fs, self.backend.writable_dir(self.id, self.spec.limits, self.lower_paths)
             janitor.later(lambda: self.backend.volume.remove(self.id, old_fs))
         else:
             for name in ("upper", "work"):
@@ -760,6 +761,17 @@ def thaw(pids: list[int]) -> None:
             os.kill(p, signal.SIGCONT)
         except ProcessLookupError:
             pass
+
+
+def top_volume_layer(store: Store, lower_paths: list[Path]) -> Path | None:
+    """The subvolume of the topmost of the layers (listed lowest first) on the sandbox volume, if any. Layers
+    made on the volume since each sandbox numbers its files after this one's hold disjoint inode numbers
+    (volume._numbered_after)."""
+    for path in reversed(lower_paths):
+        root = store.volume_layer_root(path)
+        if root is not None:
+            return root
+    return None
 
 
 def upper_dir_of(store: Store, sandbox_id: str) -> Path:

@@ -14,7 +14,9 @@ as they would on any disk; gc unmounts the volume when no sandbox uses it.
 
 Snapshots of sandboxes on the volume are btrfs snapshots too: `snapshot()` clones a sandbox's subvolume in
 O(1) (no file is copied, whatever the upper dir holds) into `<volume>/layers/`, where the store keeps it as a
-read-only layer (store.py). The volume then holds layers, so it stays mounted while any exists.
+read-only layer (store.py). The volume then holds layers, so it stays mounted while any exists. A sandbox
+over such layers starts from a snapshot of the topmost one, not an empty subvolume, so that its files and the
+layers' never share an inode number (`_numbered_after`).
 
 Hosts without btrfs, loop devices or mkfs.btrfs run sandboxes without disk limits; `available()` says why.
 """
@@ -41,6 +43,7 @@ _SUBVOL_SETFLAGS = 0x4008941A  # _IOW(26, u64)
 _SUBVOL_RDONLY = 1 << 1
 _FIRST_FREE_OBJECTID = 256  # the inode number of every subvolume's root directory
 LAYERS = "layers"  # <volume>/layers/: layers made by snapshots (not a sandbox's directory)
+ATTIC = "attic"  # in a snapshot a sandbox writes in: the files of the layer it was made from (_numbered_after)
 _QUOTA_CTL = 0xC0109428  # _IOWR(40, struct btrfs_ioctl_quota_ctl_args: u64 cmd, u64 status)
 _QGROUP_CREATE = 0x4010942A  # _IOW(42, struct btrfs_ioctl_qgroup_create_args: u64 create, u64 qgroupid)
 _QGROUP_LIMIT = 0x8030942B  # _IOR(43, struct btrfs_ioctl_qgroup_limit_args: u64 qgroupid + 5 x u64 limit)
@@ -180,8 +183,10 @@ class SandboxVolume:
     # (g1, g2, ...) so that the old one, still in use by the dying overlay, is deleted in the background
     # without its bytes counting against the new one's quota.
 
-    def create(self, sandbox_id: str, limit: int) -> Path:
-        """A fresh subvolume for one sandbox, capped at `limit` bytes; returns its path."""
+    def create(self, sandbox_id: str, limit: int, after: Path | None = None) -> Path:
+        """A fresh subvolume for one sandbox, capped at `limit` bytes; returns its path. With `after` (the
+        subvolume of the image's topmost layer on this volume), a snapshot of it whose files are moved out of
+        the way (see `_numbered_after`) instead of an empty subvolume."""
         self.ensure()
         parent = self.root / sandbox_id
         parent.mkdir(exist_ok=True)
@@ -189,7 +194,11 @@ class SandboxVolume:
         name = next(f"g{i}" for i in range(len(taken) + 1) if f"g{i}" not in taken)
         fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            fcntl.ioctl(fd, _SUBVOL_CREATE, _vol_args(name))
+            if after is None:
+                fcntl.ioctl(fd, _SUBVOL_CREATE, _vol_args(name))
+            else:
+                _snapshot(after, fd, name)
+                _numbered_after(parent / name)
             sub = os.open(parent / name, os.O_RDONLY | os.O_DIRECTORY)
             try:
                 fcntl.ioctl(sub, _QGROUP_LIMIT, bytearray(struct.pack("6Q", 0, _LIMIT_MAX_RFER, limit, 0, 0, 0)))
@@ -257,15 +266,10 @@ class SandboxVolume:
         copy-on-write. The caller holds the sandbox still meanwhile and seals the copy as a layer."""
         self.ensure()
         self.layers_dir.mkdir(exist_ok=True)
-        src = os.open(subvolume, os.O_RDONLY | os.O_DIRECTORY)
         dest = os.open(self.layers_dir, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            args = bytearray(4096)
-            struct.pack_into("qQQ", args, 0, src, 0, 0)
-            args[56 : 56 + len(name)] = name.encode()  # name[4040], after fd, transid, flags and a 32-byte union
-            fcntl.ioctl(dest, _SNAP_CREATE_V2, args)
+            _snapshot(subvolume, dest, name)
         finally:
-            os.close(src)
             os.close(dest)
         return self.layers_dir / name
 
@@ -285,6 +289,37 @@ class SandboxVolume:
                 except (OSError, ValueError):
                     continue  # still being cleaned up: next time
         return n
+
+
+def _snapshot(subvolume: Path, parent_fd: int, name: str) -> None:
+    """A writable snapshot of `subvolume` named `name` in the directory open as `parent_fd`."""
+    src = os.open(subvolume, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        args = bytearray(4096)
+        struct.pack_into("qQQ", args, 0, src, 0, 0)
+        args[56 : 56 + len(name)] = name.encode()  # name[4040], after fd, transid, flags and a 32-byte union
+        fcntl.ioctl(parent_fd, _SNAP_CREATE_V2, args)
+    finally:
+        os.close(src)
+
+
+def _numbered_after(subvolume: Path) -> None:
+    """Make a snapshot of a layer's subvolume into an empty place for a sandbox's upper and work dirs, whose new
+    files get inode numbers above every file of that layer and of the layers it was itself made over.
+
+    Why: overlayfs reports one device for all the layers it finds on one filesystem, and every btrfs subvolume
+    numbers its inodes from 257, so files of two layers (or of a layer and the upper dir) showed the same
+    device and inode number inside a sandbox. Programs take that for "the same file": the dynamic loader
+    handed scipy a module of pandas' instead of its own (`dynamic module does not define module export
+    function`), `cp` and `mv` refuse ("are the same file"), tar and rsync store hard links that are not.
+    A btrfs snapshot numbers new inodes after the highest it holds; the layer's own files (and its `attic` of
+    earlier generations, all shared copy-on-write, costing no space or quota) stay in `attic`, out of sight."""
+    attic = subvolume / ATTIC
+    attic.mkdir(exist_ok=True)
+    tag = os.urandom(4).hex()
+    for name in os.listdir(subvolume):
+        if name != ATTIC:
+            os.rename(subvolume / name, attic / f"{tag}-{name}")
 
 
 def is_subvolume(path: Path) -> bool:
