@@ -714,8 +714,12 @@ class Bench:
 
         raw, deb, host, dock = ("raw bwrap floor (debian)", "envyard (debian:bookworm)", "envyard (host)",
                                 "docker run --rm")
+        layered = "envyard (debian + a snapshot layer)"
         tasks = [(raw, self.raw.create_exec_close, self.reps), (deb, envyard_once(self.debian), self.reps),
                  (host, envyard_once(self.host), self.reps)]
+        snap_img = self.snapshot_image()
+        if snap_img is not None:  # its sandbox's subvolume is a snapshot of the layer's (volume._numbered_after)
+            tasks.append((layered, envyard_once(snap_img), self.reps))
         got = interleaved(tasks)
         if self.docker_ok:
             # Docker in a block of its own: its daemons finish work after the CLI returns, which would
@@ -741,7 +745,9 @@ class Bench:
             self.yard.wait_closed()
         r = self.res
         r.add(Row("create", raw, samples=got[raw], note="subprocess bwrap … /bin/true incl. mkdir/rm of upper+work"))
-        for label in (deb, host, warm):
+        for label in (deb, host, warm, layered):
+            if label not in got:
+                continue
             r.add(Row("create", label, samples=got[label], target="≤10 ms, ≤2× raw, ≥20× docker", target_max=10,
                       raw_ref=raw, raw_max=2, docker_ref=dock, docker_min=20,
                       note="keep_warm(image, 4); 30 ms between episodes" if label == warm else ""))
@@ -750,6 +756,19 @@ class Bench:
             r.add(Row("create", dock, samples=got[dock], note="--network none"))
         else:
             r.add(Row("create", dock, note="n/a"))
+
+    def snapshot_image(self):
+        """debian:bookworm + one layer made by a snapshot (3,000 small files), made once; None without the
+        disk-limit volume (the layer is then a copy on the store's filesystem, like debian's)."""
+        if not self.yard.can_limit_disk:
+            return None
+        if getattr(self, "_snapshot_image", None) is None:
+            name = f"envyard-bench/layered:{uuid.uuid4().hex[:8]}"
+            with self.yard.sandbox(self.debian) as sb:
+                must(sb.exec("mkdir -p /data && seq 1 3000 | sed 's|^|/data/f|' | xargs touch"), "writing files")
+                self.made_images.append(name)
+                self._snapshot_image = sb.snapshot(name)
+        return self._snapshot_image
 
     # -- 1b. what each defence costs --
 
@@ -924,6 +943,18 @@ class Bench:
             gone = sb.exec("test ! -e /work/f1").exit_code == 0
             self.res.add(Row("reset", "envyard reset() after a few writes", samples=samples, target="≤10 ms",
                              target_max=10, raw_ref="raw bwrap floor (debian)", note="" if gone else "WARNING: files survived reset"))
+        snap_img = self.snapshot_image()
+        if snap_img is not None:
+            with self.yard.sandbox(snap_img) as sb:
+                samples = []
+                for i in range(self.reps + 2):
+                    must(sb.exec("echo x > /w"), "writing a file")
+                    ms = timed_ms(sb.reset)
+                    if i >= 2:
+                        samples.append(ms)
+            self.res.add(Row("reset", "envyard reset() over debian + a snapshot layer", samples=samples,
+                             target="≤10 ms", target_max=10, raw_ref="raw bwrap floor (debian)",
+                             note="the fresh subvolume is a snapshot of the layer's"))
         samples = []
         for i in range(self.slow_reps):
             with self.yard.sandbox(self.debian) as sb:
