@@ -7,6 +7,7 @@ Each test uses a store of its own: they unmount and inspect the store's volume.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import subprocess
 
@@ -80,6 +81,33 @@ def test_files_of_stacked_snapshot_layers_and_the_upper_dir_never_share_an_inode
     first, *later = [p for p in yard.store.layer_paths(three.layers) if yard.store.volume_layer_root(p)]
     assert not (first.parent / "attic").exists()  # made over the host's root: began as an empty subvolume
     assert len(later) == 2 and all((p.parent / "attic").is_dir() for p in later)  # began as snapshots
+
+
+def test_an_image_whose_layers_were_made_before_the_numbering_is_named_when_used(yard, monkeypatch, caplog):
+    """Layers made by sandboxes that started from an empty subvolume (before volume._numbered_after) keep
+    their colliding inode numbers: a sandbox over them says so, and says to rebuild the image."""
+    from envyard.runtime import local
+
+    with yard.sandbox("host") as sb:
+        sb.exec("mkdir /l1; for i in a b c; do echo 1$i > /l1/$i; done")
+        one = sb.snapshot("legacy:one")
+    monkeypatch.setattr(local, "top_volume_layer", lambda store, paths: None)  # how sandboxes began before
+    with yard.sandbox(one) as sb:
+        sb.exec("mkdir /l2; for i in a b c; do echo 2$i > /l2/$i; done")
+        two = sb.snapshot("legacy:two")
+    monkeypatch.undo()
+    with yard.sandbox(one) as sb:
+        fresh = sb.snapshot("numbered:two")
+    with caplog.at_level(logging.WARNING, logger="envyard"):
+        for image in (one, fresh):
+            with yard.sandbox(image):
+                pass
+        assert "legacy:one" not in caplog.text  # one layer on the volume: nothing to collide with
+        assert "numbered:two" not in caplog.text  # made since
+        with yard.sandbox(two) as sb:
+            ids = sb.exec("stat -c '%d %i' /l1/* /l2/*").stdout.splitlines()
+    assert len(ids) == 6 and len(set(ids)) < 6  # what the warning is about
+    assert "image legacy:two" in caplog.text and "rebuild it" in caplog.text
 
 
 def test_what_a_sandbox_starts_from_does_not_count_against_its_disk_limit(yard):

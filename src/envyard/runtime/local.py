@@ -34,7 +34,7 @@ from .cgroups import Cgroups
 from .kernelview import mask_args
 from .limits import Limits
 from .podnet import PodNetwork
-from .volume import SandboxVolume
+from .volume import ATTIC, SandboxVolume
 from .holder import (AS_USER_SCRIPT, HOLDER_SCRIPT, IPC_MOUNT, ROOT_USERS, check_env, command_script,
                      session_loop_script)
 from .result import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_SPILL, ExecResult, OutputBuffer, SpillBudget
@@ -153,6 +153,10 @@ class LocalSandbox:
         self.holder: tuple[int, int] | None = None
         self.fs = self.dir  # where the upper and work dirs live: the sandbox's subvolume when its disk is limited
         self.lower_paths = self.store.layer_paths(spec.image.layers)
+        if backend.disk_limits and unnumbered_layers(self.store, self.lower_paths):
+            _warn_once(f"image {spec.image.name}: some of its layers were made before envyard numbered the files "
+                       "of snapshot layers apart (2026-12-07), so two of its files may pass for one (an import "
+                       "that fails with 'dynamic module does not define module export function'): rebuild it")
         self.mount_points = made_mount_points(self.lower_paths, spec)
         me = os.getpid()
         planned_cgroups = backend.cgroups.planned_dirs(self.id, spec.limits)
@@ -772,6 +776,14 @@ def top_volume_layer(store: Store, lower_paths: list[Path]) -> Path | None:
         if root is not None:
             return root
     return None
+
+
+def unnumbered_layers(store: Store, lower_paths: list[Path]) -> int:
+    """How many of the layers on the sandbox volume, above the lowest one there, were made by a sandbox that did
+    not start from a snapshot of the layer below (no `attic`: made before volume._numbered_after existed), so
+    that their files' inode numbers may equal those of other layers' files."""
+    roots = [root for root in map(store.volume_layer_root, lower_paths) if root is not None]
+    return sum(1 for root in roots[1:] if not (root / ATTIC).is_dir())
 
 
 def upper_dir_of(store: Store, sandbox_id: str) -> Path:
