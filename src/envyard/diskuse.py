@@ -11,7 +11,8 @@ whole host disk through it), and a file hard-linked into several layers is count
   those of layers no other image uses (what `envyard rmi` would free);
 - the sandbox volume (runtime/volume.py) is a btrfs file system in the sparse file `volume.img`: what it
   costs the disk is that file's allocated blocks, which is what the total counts. Per-sandbox and snapshot
-  layer sizes on it are walked, so extents btrfs shares between a snapshot and its source count in both.
+  layer sizes on it are walked, so extents btrfs shares between a snapshot and its source count in both; a
+  sandbox's `attic` (the layer's files it started from, runtime/volume.py) is not its own and is left out.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from .bases.host import HOST_ROOT_LAYER
 from .errors import BadInput, StoreError
+from .runtime.volume import ATTIC
 from .store import Store
 
 # The package caches `envyard setup` binds into its sandboxes, one directory per source (setup/pkgcache.py).
@@ -123,10 +125,7 @@ def usage(store: Store) -> dict:
                            "unique_bytes": sum(layer_bytes.get(lid, 0) for lid in own)})
     sandboxes = []
     for rec in store.sandboxes():
-        size = 0
-        for part in (store.sandboxes_dir / rec.id, store.volume_dir / rec.id):
-            if part.exists():
-                size += w.size(part)[0]
+        size = sum(w.size(part)[0] for part in _sandbox_parts(store, rec.id))
         sandboxes.append({"id": rec.id, "image": rec.image, "bytes": size,
                           "owner": "alive" if rec.owner_alive() else "dead (gc reclaims)"})
     package_cache = sum(_size_of(w, home.joinpath(*parts)) for parts in (PACKAGE_CACHE, LEGACY_PACKAGE_CACHE))
@@ -150,6 +149,18 @@ def usage(store: Store) -> dict:
         "images": image_rows, "layers": layers, "sandboxes": sandboxes,
         "shared_layers": sum(1 for lid in layer_bytes if len(set(users.get(lid, []))) > 1),
     }
+
+
+def _sandbox_parts(store: Store, sandbox_id: str) -> list[Path]:
+    """What a sandbox holds: its directory, and its subvolumes on the volume without their `attic` (the files
+    of the layer it started from, shared with the layer: runtime/volume.py)."""
+    parts = [store.sandboxes_dir / sandbox_id]
+    try:
+        for sub in (store.volume_dir / sandbox_id).iterdir():
+            parts += [entry for entry in sub.iterdir() if entry.name != ATTIC] if sub.is_dir() else [sub]
+    except OSError:  # none there, or it closed meanwhile
+        pass
+    return [part for part in parts if part.exists()]
 
 
 def _size_of(w: Walker, path: Path) -> int:
