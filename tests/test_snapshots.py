@@ -108,6 +108,7 @@ def test_an_image_whose_layers_were_made_before_the_numbering_is_named_when_used
             ids = sb.exec("stat -c '%d %i' /l1/* /l2/*").stdout.splitlines()
     assert len(ids) == 6 and len(set(ids)) < 6  # what the warning is about
     assert "image legacy:two" in caplog.text and "rebuild it" in caplog.text
+    assert local.images_to_rebuild(yard.store) == ["legacy:two"]  # what `envyard doctor` lists
 
 
 def test_what_a_sandbox_starts_from_does_not_count_against_its_disk_limit(yard):

@@ -351,7 +351,7 @@ def base_import(path: Path = typer.Argument(..., help="A rootfs tarball or a `do
 
 @app.command()
 def doctor(as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
-    """Check that this machine can run sandboxes: bubblewrap, overlayfs, namespaces, cgroups."""
+    """Check this machine can run sandboxes (bubblewrap, overlayfs, namespaces, cgroups); list images to rebuild."""
     report = {"envyard": __version__, "home": None, "ok": False}
     try:
         yard = _yard()
@@ -361,6 +361,10 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Print JSON.")):
             r = sb.exec("echo ok")
         report["sandbox"] = r.stdout.strip() == "ok"
         report["ok"] = report["sandbox"]
+        if yard.backend.name == "local":
+            from ..runtime.local import images_to_rebuild
+
+            report["images_to_rebuild"] = images_to_rebuild(yard.store)
     except EnvyardError as e:
         report["error"] = str(e)
         if as_json:

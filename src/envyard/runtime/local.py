@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 
 from .. import janitor, procinfo, validate
 from ..bases.host import host_view_pinned
-from ..errors import HostUnsupported, SandboxClosed, SandboxDied, SandboxError, Terminated
+from ..errors import EnvyardError, HostUnsupported, SandboxClosed, SandboxDied, SandboxError, Terminated
 from ..store import SandboxRecord, Store
 from .backend import Capabilities, SandboxSpec, check_spec
 from .bwrap import check_overlay_support, find_bwrap
@@ -784,6 +784,18 @@ def unnumbered_layers(store: Store, lower_paths: list[Path]) -> int:
     that their files' inode numbers may equal those of other layers' files."""
     roots = [root for root in map(store.volume_layer_root, lower_paths) if root is not None]
     return sum(1 for root in roots[1:] if not (root / ATTIC).is_dir())
+
+
+def images_to_rebuild(store: Store) -> list[str]:
+    """The images with layers made before the numbering (unnumbered_layers), for `envyard doctor`."""
+    names = []
+    for image in store.images():
+        try:
+            if unnumbered_layers(store, store.layer_paths(image.layers)):
+                names.append(image.name)
+        except EnvyardError:  # a layer gone or unreadable: not this check's business
+            continue
+    return sorted(names)
 
 
 def upper_dir_of(store: Store, sandbox_id: str) -> Path:
