@@ -511,6 +511,7 @@ class Bench:
         self.slow_reps = max(3, args.reps // 6)   # 100 MB snapshots, fork rounds
         self.docker_reps = args.reps
         self.made_images: list[str] = []
+        self._snapshot_image = None  # snapshot_image()
         self.open_sandboxes: list = []
         self.tmp_home: Path | None = None
         self.scratch: Path | None = None
@@ -762,7 +763,7 @@ class Bench:
         disk-limit volume (the layer is then a copy on the store's filesystem, like debian's)."""
         if not self.yard.can_limit_disk:
             return None
-        if getattr(self, "_snapshot_image", None) is None:
+        if self._snapshot_image is None:
             name = f"envyard-bench/layered:{uuid.uuid4().hex[:8]}"
             with self.yard.sandbox(self.debian) as sb:
                 must(sb.exec("mkdir -p /data && seq 1 3000 | sed 's|^|/data/f|' | xargs touch"), "writing files")
@@ -932,29 +933,28 @@ class Bench:
     def bench_reset_snapshot(self) -> None:
         console.rule("4. reset, snapshot")
         settle()
-        with self.yard.sandbox(self.debian) as sb:
-            samples = []
-            for i in range(self.reps + 2):
-                must(sb.exec("mkdir -p /work && for i in 1 2 3 4 5; do echo data$i > /work/f$i; done; echo x >> /etc/motd"),
-                     "writing files")
-                ms = timed_ms(sb.reset)
-                if i >= 2:
-                    samples.append(ms)
-            gone = sb.exec("test ! -e /work/f1").exit_code == 0
-            self.res.add(Row("reset", "envyard reset() after a few writes", samples=samples, target="≤10 ms",
-                             target_max=10, raw_ref="raw bwrap floor (debian)", note="" if gone else "WARNING: files survived reset"))
-        snap_img = self.snapshot_image()
-        if snap_img is not None:
-            with self.yard.sandbox(snap_img) as sb:
+        def resets(image, write: str) -> tuple[list[float], bool]:
+            """reset() timings after `write`, the first two dropped; and whether /work/f1 is gone after them."""
+            with self.yard.sandbox(image) as sb:
                 samples = []
                 for i in range(self.reps + 2):
-                    must(sb.exec("echo x > /w"), "writing a file")
+                    must(sb.exec(write), "writing files")
                     ms = timed_ms(sb.reset)
                     if i >= 2:
                         samples.append(ms)
+                return samples, sb.exec("test ! -e /work/f1").exit_code == 0
+
+        samples, gone = resets(self.debian, "mkdir -p /work && for i in 1 2 3 4 5; do echo data$i > /work/f$i; done; "
+                                            "echo x >> /etc/motd")
+        self.res.add(Row("reset", "envyard reset() after a few writes", samples=samples, target="≤10 ms",
+                         target_max=10, raw_ref="raw bwrap floor (debian)", note="" if gone else "WARNING: files survived reset"))
+        snap_img = self.snapshot_image()
+        if snap_img is not None:
+            samples, gone = resets(snap_img, "mkdir -p /work && echo x > /work/f1")
             self.res.add(Row("reset", "envyard reset() over debian + a snapshot layer", samples=samples,
                              target="≤10 ms", target_max=10, raw_ref="raw bwrap floor (debian)",
-                             note="the fresh subvolume is a snapshot of the layer's"))
+                             note="the fresh subvolume is a snapshot of the layer's" if gone
+                             else "WARNING: files survived reset"))
         samples = []
         for i in range(self.slow_reps):
             with self.yard.sandbox(self.debian) as sb:
