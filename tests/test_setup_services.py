@@ -301,13 +301,67 @@ def test_memcached_from_ci_services_and_its_host_port_variable(tmp_path):
     assert r.env == {"MEMCACHED_SERVERS": "127.0.0.1:11211"} and not r.services_missing
     start = services.start_script([services.from_dict(r.services[0])])
     # ready means listening on 127.0.0.1:11211, as /proc/net/tcp writes it (hex port, state 0A)
-    assert "memcached -d -u memcache -l 127.0.0.1 -p 11211" in start and " 0100007F:2BCB 00000000:0000 0A " in start
+    assert 'mc_on=127.0.0.1:11211\n' in start and 'mc_on="$mc_on,[::1]:11211"' in start  # ::1 where there is one
+    assert 'memcached -d -u memcache -l "$mc_on" -U 0' in start and " 0100007F:2BCB 00000000:0000 0A " in start
     # another port, from the only address the project's variables give
     root = write(tmp_path, {"setup.py": "from setuptools import setup\nsetup(name='x')\n",
                             "tox.ini": "[testenv]\nsetenv =\n    MEMCACHED_SERVERS = localhost:11311\n"})
     svc = services.from_dict(recipe(root).services[0])
     assert (svc.kind, svc.port) == ("memcached", 11311) and ":2C2F " in services.start_script([svc])
     assert "envyard-memcached.pid" in services.stop_script([svc])
+
+
+PYMEMCACHE_CI = """jobs:
+  build:
+    runs-on: ubuntu-latest
+    steps:
+    - run: tox -- pymemcache/test/ --port ${{ job.services.memcached.ports[11211] }}
+    services:
+      memcached:
+        image: memcached:latest
+        ports:
+        - 11211/tcp
+      tls_memcached:
+        image: scoriacorp/tls_memcached:latest
+        ports:
+        - 11211/tcp
+"""
+
+
+def test_a_tls_serving_image_of_a_known_server_is_that_server_with_tls(tmp_path):
+    from envyard.setup.sources.knowledge import tls_variant
+
+    assert tls_variant("scoriacorp/tls_memcached:latest") == "memcached"
+    assert tls_variant("ghcr.io/acme/ssl-redis:7") == "redis" and tls_variant("memcached:1.6") is None
+    assert tls_variant("acme/tls-proxy") is None and tls_variant("acme/memcached-exporter") is None
+    # pymemcache's CI: a plain memcached and a TLS-serving one from a third-party image → one memcached, both
+    r = recipe(write(tmp_path / "a", {"setup.py": SETUP_PY, ".github/workflows/ci.yml": PYMEMCACHE_CI}))
+    assert not r.services_missing
+    [svc] = [services.from_dict(s) for s in r.services]
+    assert (svc.kind, svc.port, svc.tls_port, svc.tls_files) == ("memcached", 11211, 11212, [])
+    assert svc.packages == ["memcached", "openssl"]  # no certificate in the repository: one is made
+    start = services.start_script([svc])
+    assert ("memcached -d -u memcache -Z -o ssl_chain_cert=/opt/envyard/services/memcached-cert.pem,"
+            'ssl_key=/opt/envyard/services/memcached-key.pem -l "$mc_on"') in start
+    assert "mc_on=notls:127.0.0.1:11211,127.0.0.1:11212\n" in start
+    assert 'mc_on="$mc_on,notls:[::1]:11211,[::1]:11212"' in start
+    assert " 0100007F:2BCB 00000000:0000 0A " in start and " 0100007F:2BCC 00000000:0000 0A " in start
+    made = services.steps([svc])[1].command
+    assert "openssl req -x509" in made and "chown memcache /opt/envyard/services/memcached-key.pem" in made
+    # the repository's own server certificate, key and CA, when it keeps them
+    root = write(tmp_path / "b", {"setup.py": SETUP_PY, ".github/workflows/ci.yml": PYMEMCACHE_CI})
+    with_test_certificates(root)
+    [svc] = [services.from_dict(s) for s in recipe(root).services]
+    assert svc.tls_files == ["tests/certs/server.pem", "tests/certs/server.key", "tests/certs/ca.pem"]
+    assert svc.packages == ["memcached"]
+    assert "install -m 600 -o memcache tests/certs/server.key" in services.steps([svc])[1].command
+    # a TLS image of a server envyard provides only plain: the plain one, and TLS said to be missing
+    root = write(tmp_path / "c", {"setup.py": SETUP_PY, ".github/workflows/ci.yml": PYMEMCACHE_CI.replace(
+        "scoriacorp/tls_memcached", "acme/redis-tls").replace("memcached:latest", "redis:7")})
+    r = recipe(root)
+    assert [(s["kind"], s["tls_port"]) for s in r.services] == [("redis", 0)]
+    assert list(r.services_missing) == ["redis with TLS"] and ".github/workflows/ci.yml" in r.services_missing[
+        "redis with TLS"]
 
 
 def test_a_server_ci_installs_with_apt_is_provided_once(tmp_path):
@@ -459,14 +513,39 @@ def test_a_refused_memcached_connection_names_memcached():
     assert (svc.kind, svc.port, svc.packages) == ("memcached", 11211, ["memcached"])
 
 
+MEMCACHED_TLS_TEST = """import os
+import ssl
+
+from pymemcache.client.base import Client
+
+
+def test_round_trip_over_tls_checking_the_server_against_the_repositorys_ca():
+    ctx = ssl.create_default_context(cafile=os.path.join(os.path.dirname(__file__), "certs", "ca.pem"))
+    c = Client(("localhost", 11212), tls_context=ctx, connect_timeout=5, timeout=5)
+    c.set("over-tls", "yes")
+    assert c.get("over-tls") == b"yes"
+"""
+
+
 @pytest.mark.timeout(1500)  # apt installs memcached (twice: the search and the clean replay)
 def test_memcached_is_provided_and_the_suite_talks_to_it(tmp_path):
-    with set_up(REPOS / "memcached_app", tmp_path) as (data, out):
+    """memcached_app, with its CI running a TLS-serving memcached image too and a test that stores and reads a
+    value over TLS, checking the server against the repository's CA: plain and TLS both answer."""
+    import shutil
+
+    src = tmp_path / "memcached_app"
+    shutil.copytree(REPOS / "memcached_app", src)
+    ci = src / ".github" / "workflows" / "ci.yml"
+    ci.write_text(ci.read_text().replace('        ports: ["11211:11211"]\n', '        ports: ["11211:11211"]\n'
+                                         '      tls_memcached:\n        image: scoriacorp/tls_memcached:latest\n'))
+    (src / "tests" / "test_tls.py").write_text(MEMCACHED_TLS_TEST)
+    with_test_certificates(src)
+    with set_up(src, tmp_path) as (data, out):
         # the tests store, read and increment values: only a real server passes them
-        assert data["status"] == "verified" and data["pass_ratio"] == 1.0 and data["tests_total"] == 4, data["reason"]
-        assert data["replay"]["statuses_same"] == 4  # the clean replay installed and started it from the contract
+        assert data["status"] == "verified" and data["pass_ratio"] == 1.0 and data["tests_total"] == 5, data["reason"]
+        assert data["replay"]["statuses_same"] == 5, data["replay"]  # the clean replay installed and started it from the contract
         contract = tomllib.loads((out / "envyard.toml").read_text())
-        assert [(s["kind"], s["port"]) for s in contract["service"]] == [("memcached", 11211)]
+        assert [(s["kind"], s["port"], s["tls_port"]) for s in contract["service"]] == [("memcached", 11211, 11212)]
         assert "memcached" in (out / "setup.sh").read_text() and services.START in (out / "test.sh").read_text()
 
 

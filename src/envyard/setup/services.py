@@ -10,8 +10,9 @@ settings name another), waits until it answers (`pg_isready`, `mariadb-admin pin
 memcached, which ships no client, and RabbitMQ, whose client starts an Erlang VM, until its port listens) for at
 most 30 s (RabbitMQ 60 s), and creates the roles, passwords and databases the project expects (from its CI
 service's settings — POSTGRES_USER/POSTGRES_PASSWORD/POSTGRES_DB — and the URLs and PG* variables its tests get;
-defaults postgres/postgres and a database `test`); RabbitMQ also listens with TLS when the tests want it, with
-the repository's test certificate if it has one. When a server cannot start it says so on stderr
+defaults postgres/postgres and a database `test`); RabbitMQ also listens with TLS when the tests want it, and
+memcached when CI runs a TLS-serving image of it (on the next port, 11212), with the repository's test
+certificate if it has one. A TLS image of another kind gets the plain server, and "KIND with TLS" is missing. When a server cannot start it says so on stderr
 (`envyard-services: cannot start KIND: why`) and exits 97.
 
 An X display (Xvfb, `DISPLAY=:99`) is provided the same way for tests that open windows: CI runs them under
@@ -79,7 +80,7 @@ class Service:
     password: str = ""  # redis: requirepass
     trust: bool = False  # postgres: no password anywhere: local connections are trusted
     init_sql: list[str] = field(default_factory=list)  # the repository's SQL files CI feeds the server, in order
-    tls_port: int = 0  # rabbitmq: a TLS listener too (CI publishes 5671, or the tests use amqps://)
+    tls_port: int = 0  # rabbitmq, memcached: a TLS listener too (CI publishes 5671, runs a TLS image, amqps://)
     tls_files: list[str] = field(default_factory=list)  # its certificate, key and CA from the repository; [] = made
     evidence: list[str] = field(default_factory=list)  # "file:line (rule)"
 
@@ -171,10 +172,13 @@ def needed(ev: Evidence) -> Services:
     kinds: dict[str, list[str]] = {}
     ports: dict[str, set[int]] = {}  # the container ports CI publishes, per kind
     published: dict[str, dict[int, int]] = {}  # container port → the host port CI publishes it on, per kind
+    tls: dict[str, str] = {}  # kinds CI runs as a TLS-serving image → where
     for f in ev.of("service"):
         name = f.value.get("name") if isinstance(f.value, dict) else None
         if isinstance(name, str):
             kinds.setdefault(name, []).append(_where(f))
+            if f.value.get("tls"):
+                tls.setdefault(name, _where(f))
             ports.setdefault(name, set()).update(p for p in f.value.get("ports", []) if isinstance(p, int))
             for container, host in (f.value.get("published") or {}).items():
                 if str(container).isdigit() and isinstance(host, int):
@@ -225,7 +229,12 @@ def needed(ev: Evidence) -> Services:
         svc.evidence = where[:5]
         svc.init_sql = init_sql.get(kind, [])[:MAX_INIT_SQL]
         if kind == "rabbitmq":
-            _rabbitmq_tls(svc, settings.get(kind, {}), env_of.get(kind, []), ports.get(kind, set()), ev.root)
+            _rabbitmq_tls(svc, settings.get(kind, {}), env_of.get(kind, []), ports.get(kind, set()), ev.root,
+                          wanted=kind in tls)
+        elif kind == "memcached" and kind in tls:
+            _memcached_tls(svc, ev.root)
+        elif kind in tls:
+            out.missing[f"{kind} with TLS"] = tls[kind]  # provided without it: tests that need TLS fail
         for name, value in exports(svc).items():
             out.env.setdefault(name, value)
         out.provided.append(svc)
@@ -457,15 +466,28 @@ def exports(svc: Service) -> dict[str, str]:
 
 
 def _rabbitmq_tls(svc: Service, settings: dict[str, str], env: list[tuple[str, str]], ports: set[int],
-                  root: Path) -> None:
-    """A TLS listener beside AMQP when the tests want one: CI publishes the TLS port (5671), the image is
-    configured for TLS (RABBITMQ_SSL_*), or an amqps:// URL points at it. Its certificate, key and CA are the
+                  root: Path, wanted: bool = False) -> None:
+    """A TLS listener beside AMQP when the tests want one: CI runs a TLS-serving image of it (`wanted`),
+    publishes the TLS port (5671), configures the image for TLS (RABBITMQ_SSL_*), or an amqps:// URL points at it. Its certificate, key and CA are the
     repository's test ones when it has them (aiormq's tests/certs: clients may check the server against that
     CA, or present a client certificate it signed); else start.sh's step makes a self-signed one."""
     urls = [parse_url(v) for _n, v in env if v.startswith("amqps://")]
-    if not (RABBITMQ_TLS_PORT in ports or any(k.startswith("RABBITMQ_SSL_") for k in settings) or urls):
+    if not (wanted or RABBITMQ_TLS_PORT in ports or any(k.startswith("RABBITMQ_SSL_") for k in settings) or urls):
         return
-    svc.tls_port = next((u["port"] for u in urls if u.get("port")), RABBITMQ_TLS_PORT)
+    _with_tls(svc, next((u["port"] for u in urls if u.get("port")), RABBITMQ_TLS_PORT), root)
+
+
+def _memcached_tls(svc: Service, root: Path) -> None:
+    """A TLS listener beside the plain one, when CI runs a TLS-serving memcached image (pymemcache's
+    `tls_memcached`). memcached has no usual TLS port: one above the plain one (11212, where pymemcache's tests
+    look by default)."""
+    _with_tls(svc, svc.port + 1, root)
+
+
+def _with_tls(svc: Service, port: int, root: Path) -> None:
+    """Listen with TLS on `port` too, with the repository's test certificate, key and CA when it has them (its
+    clients may check the server against that CA), else a self-signed one that start.sh's step makes."""
+    svc.tls_port = port
     svc.tls_files = _server_certificate(root)
     if not svc.tls_files:
         svc.packages = sorted({*svc.packages, "openssl"})
@@ -629,14 +651,25 @@ done
 
 
 def _memcached_start(svc: Service) -> str:
-    p = svc.port
+    p, t = svc.port, svc.tls_port
+
+    def on(host: str) -> str:
+        return f"notls:{host}:{p},{host}:{t}" if t else f"{host}:{p}"
+
+    tls = f"-Z -o ssl_chain_cert={DIR}/memcached-cert.pem,ssl_key={DIR}/memcached-key.pem " if t else ""
     # Debian's memcached has no client to ask it, and `-d` returns before it binds: ready is "listening", as the
     # kernel's socket table says (127.0.0.1 and the port in hex; state 0A is LISTEN)
-    return f"""# memcached on 127.0.0.1:{p}, as the memcache user
-mc_listening() {{ grep -q ' 0100007F:{p:04X} 00000000:0000 0A ' /proc/net/tcp; }}
+    also = f" && grep -q ' 0100007F:{t:04X} 00000000:0000 0A ' /proc/net/tcp" if t else ""
+    # ::1 too where the sandbox has it: "localhost" may resolve to ::1 first (a pod network's or Docker's
+    # /etc/hosts), and pymemcache connects to the first address only
+    return f"""# memcached on 127.0.0.1:{p}{f' (TLS on {t})' if t else ''} and ::1, as the memcache user
+mc_listening() {{ grep -q ' 0100007F:{p:04X} 00000000:0000 0A ' /proc/net/tcp{also}; }}
 if ! {{ [ -f /tmp/envyard-memcached.pid ] && kill -0 "$(cat /tmp/envyard-memcached.pid)" 2>/dev/null; }}; then
-  mc_listening && fail memcached "port {p} on 127.0.0.1 is taken by a server outside this environment"
-  memcached -d -u memcache -l 127.0.0.1 -p {p} -U 0 -P /tmp/envyard-memcached.pid >/tmp/envyard-memcached.log 2>&1 || \\
+  grep -q ' 0100007F:{p:04X} 00000000:0000 0A ' /proc/net/tcp && \\
+    fail memcached "port {p} on 127.0.0.1 is taken by a server outside this environment"
+  mc_on={on("127.0.0.1")}
+  grep -q '^00000000000000000000000000000001 ' /proc/net/if_inet6 2>/dev/null && mc_on="$mc_on,{on("[::1]")}"
+  memcached -d -u memcache {tls}-l "$mc_on" -U 0 -P /tmp/envyard-memcached.pid >/tmp/envyard-memcached.log 2>&1 || \\
     fail memcached "memcached failed: $(tail -n 3 /tmp/envyard-memcached.log 2>/dev/null)"
 fi
 i=0
@@ -683,18 +716,18 @@ done
 """
 
 
-def _rabbitmq_certificate(svc: Service) -> str:
-    """The shell that puts the TLS listener's certificate, key and CA where rabbitmq.conf says, readable by the
-    rabbitmq user only: the repository's (run from the project's root, like every step), or a self-signed one
-    for localhost and 127.0.0.1 made here (its own CA)."""
-    cert, key, ca = (f"{DIR}/rabbitmq-{n}.pem" for n in ("cert", "key", "ca"))
+def _certificate(svc: Service, owner: str) -> str:
+    """The shell that puts the TLS listener's certificate, key and CA at {DIR}/KIND-{cert,key,ca}.pem, the key
+    readable by the server's user (`owner`) only: the repository's (run from the project's root, like every
+    step), or a self-signed one for localhost and 127.0.0.1 made here (its own CA)."""
+    cert, key, ca = (f"{DIR}/{svc.kind}-{n}.pem" for n in ("cert", "key", "ca"))
     if svc.tls_files:
         src_cert, src_key, src_ca = map(shlex.quote, svc.tls_files)
-        return (f"install -m 644 {src_cert} {cert} && install -m 600 -o rabbitmq {src_key} {key} && "
+        return (f"install -m 644 {src_cert} {cert} && install -m 600 -o {owner} {src_key} {key} && "
                 f"install -m 644 {src_ca} {ca}")
     return (f"openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj /CN=localhost "
             f"-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout {key} -out {cert} 2>/dev/null && "
-            f"chown rabbitmq {key} && chmod 600 {key} && cp {cert} {ca}")
+            f"chown {owner} {key} && chmod 600 {key} && cp {cert} {ca}")
 
 
 def _xvfb_start(svc: Service) -> str:
@@ -785,7 +818,9 @@ def steps(services: list[Service]):
             writes.append(_write(f"{DIR}/rabbitmq.conf", _rabbitmq_conf(s), "640")
                           + f" && chown rabbitmq {DIR}/rabbitmq.conf")
             if s.tls_port:
-                writes.append(_rabbitmq_certificate(s))
+                writes.append(_certificate(s, "rabbitmq"))
+        elif s.kind == "memcached" and s.tls_port:
+            writes.append(_certificate(s, "memcache"))
         # run from the project's root, like every step
         writes += [f"install -m 644 {shlex.quote(path)} {_init_file(s, i)}" for i, path in enumerate(s.init_sql)]
     return [apt_step(packages, f"services the tests expect: {kinds}"),

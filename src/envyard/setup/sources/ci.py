@@ -9,7 +9,7 @@ import re
 
 from . import yamltext
 from .base import Sink
-from .knowledge import service_for_alias, service_for_image, service_for_package
+from .knowledge import service_for_alias, service_for_image, service_for_package, tls_variant
 from .shell import apt_packages, record_apt, record_command, record_env
 from .specs import image_python_version, version_hint
 from .yamltext import Scalar
@@ -213,6 +213,8 @@ class _Walker:
     def service(self, name: str, image: Scalar | None, where, ports: list[int] = (),
                 published: dict[int, int] | None = None) -> str | None:
         service = (service_for_image(image) if image else None) or service_for_alias(name)
+        tls = tls_variant(str(image)) if service is None and image else None
+        service = service or tls
         if service is None and image is None:
             if self.system == "travis" and name not in ("docker", "xvfb"):
                 service = name
@@ -221,6 +223,8 @@ class _Walker:
         if service is None:
             service = image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
         value = {"name": service}
+        if tls:
+            value["tls"] = True  # a TLS-serving image of that server (pymemcache's `scoriacorp/tls_memcached`)
         if image:
             value["image"] = str(image)
         if ports:

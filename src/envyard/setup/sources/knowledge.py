@@ -77,6 +77,19 @@ def service_for_image(image: str) -> str | None:
     return None
 
 
+def tls_variant(image: str) -> str | None:
+    """`scoriacorp/tls_memcached`, `redis-ssl:7` → the known service whose image or alias an unknown image (or
+    CI service) name holds as a word beside "tls" or "ssl": that server, set up to speak TLS; else None."""
+    last = image.strip().strip("\"'").split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0].lower()
+    words = set(re.split(r"[-_.]+", last))
+    if not words & {"tls", "ssl"}:
+        return None
+    for service, entry in services().items():
+        if words & ({i.rsplit("/", 1)[-1] for i in entry["images"]} | set(entry["aliases"])):
+            return service
+    return None
+
+
 def service_for_alias(alias: str) -> str | None:
     alias = alias.strip().lower()
     for service, entry in services().items():
