@@ -12,8 +12,8 @@ most 30 s (RabbitMQ 60 s), and creates the roles, passwords and databases the pr
 service's settings — POSTGRES_USER/POSTGRES_PASSWORD/POSTGRES_DB — and the URLs and PG* variables its tests get;
 defaults postgres/postgres and a database `test`); RabbitMQ also listens with TLS when the tests want it, and
 memcached when CI runs a TLS-serving image of it (on the next port, 11212), with the repository's test
-certificate if it has one. A TLS image of another kind gets the plain server, and "KIND with TLS" is missing. When a server cannot start it says so on stderr
-(`envyard-services: cannot start KIND: why`) and exits 97.
+certificate if it has one. A TLS image of another kind gets the plain server, and "KIND with TLS" is missing.
+When a server cannot start it says so on stderr (`envyard-services: cannot start KIND: why`) and exits 97.
 
 An X display (Xvfb, `DISPLAY=:99`) is provided the same way for tests that open windows: CI runs them under
 `xvfb-run`, apt-installs xvfb or exports DISPLAY, the test code reads DISPLAY, or their run fails for want of
@@ -468,9 +468,10 @@ def exports(svc: Service) -> dict[str, str]:
 def _rabbitmq_tls(svc: Service, settings: dict[str, str], env: list[tuple[str, str]], ports: set[int],
                   root: Path, wanted: bool = False) -> None:
     """A TLS listener beside AMQP when the tests want one: CI runs a TLS-serving image of it (`wanted`),
-    publishes the TLS port (5671), configures the image for TLS (RABBITMQ_SSL_*), or an amqps:// URL points at it. Its certificate, key and CA are the
-    repository's test ones when it has them (aiormq's tests/certs: clients may check the server against that
-    CA, or present a client certificate it signed); else start.sh's step makes a self-signed one."""
+    publishes the TLS port (5671), configures the image for TLS (RABBITMQ_SSL_*), or an amqps:// URL points at
+    it. Its certificate, key and CA are the repository's test ones when it has them (aiormq's tests/certs:
+    clients may check the server against that CA, or present a client certificate it signed); else start.sh's
+    step makes a self-signed one."""
     urls = [parse_url(v) for _n, v in env if v.startswith("amqps://")]
     if not (wanted or RABBITMQ_TLS_PORT in ports or any(k.startswith("RABBITMQ_SSL_") for k in settings) or urls):
         return
@@ -662,7 +663,7 @@ def _memcached_start(svc: Service) -> str:
     also = f" && grep -q ' 0100007F:{t:04X} 00000000:0000 0A ' /proc/net/tcp" if t else ""
     # ::1 too where the sandbox has it: "localhost" may resolve to ::1 first (a pod network's or Docker's
     # /etc/hosts), and pymemcache connects to the first address only
-    return f"""# memcached on 127.0.0.1:{p}{f' (TLS on {t})' if t else ''} and ::1, as the memcache user
+    return f"""# memcached on 127.0.0.1:{p}{f' (TLS on {t})' if t else ''} (and ::1), as the memcache user
 mc_listening() {{ grep -q ' 0100007F:{p:04X} 00000000:0000 0A ' /proc/net/tcp{also}; }}
 if ! {{ [ -f /tmp/envyard-memcached.pid ] && kill -0 "$(cat /tmp/envyard-memcached.pid)" 2>/dev/null; }}; then
   grep -q ' 0100007F:{p:04X} 00000000:0000 0A ' /proc/net/tcp && \\
