@@ -213,7 +213,9 @@ def test_a_suite_that_outlasts_the_limit_is_not_run_again_by_the_pass(home, tmp_
     # and a group that cannot install: the pass's install of all units at once fails, and it goes unit by unit
     pyproject = (src / "pyproject.toml").read_text()
     (src / "pyproject.toml").write_text(pyproject.replace(
-        'lint = ["toolz>=0.12"]', 'lint = ["toolz>=0.12"]\nbroken = ["envyard-test-no-such-distribution-7f3a>=1"]'))
+        'lint = ["toolz>=0.12"]', 'lint = ["toolz>=0.12"]\nbroken = ["envyard-test-no-such-distribution-7f3a>=1"]')
+        # and colour forced, as dask's addopts do: the output is read without its escape codes
+        .replace('testpaths = ["tests"]', 'testpaths = ["tests"]\naddopts = "--color=yes"'))
     t = time.monotonic()
     r = setup_cli(home, src, "--out", tmp_path / "contract", "--python", "3.11", "--timeout", "40")
     data = json.loads(r.stdout)
@@ -230,6 +232,7 @@ def test_a_suite_that_outlasts_the_limit_is_not_run_again_by_the_pass(home, tmp_
     # Interrupted before the limit, the run still says what ran and where it hung.
     assert "3 tests ran before it (" in data["reason"], data["reason"]
     assert "interrupted at tests/test_slow.py:5" in data["reason"], data["reason"]
+    assert "\x1b" not in data["reason"] and "\x1b" not in (tmp_path / "contract" / "log.txt").read_text()
     assert time.monotonic() - t < 300
 
 

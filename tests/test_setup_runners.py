@@ -306,3 +306,25 @@ def test_a_collection_is_counted_also_when_the_projects_addopts_quiet_it_further
                        text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert collected_count(r.stdout) == 3, r.stdout
+
+
+def test_colour_a_project_forces_is_taken_out_of_the_output_setup_reads(tmp_path):
+    """dask's addopts say `--color=yes`: pytest then colours its output even into a pipe. Setup reads command
+    output through `without_escapes`, so line-anchored parsers (where a run was interrupted, counts, errors) see
+    plain text; the rest of the result is kept."""
+    from envyard.runtime.result import ExecResult
+    from envyard.setup.runners import COLLECT_FLAGS
+    from envyard.setup.search import collected_count, without_escapes
+
+    (tmp_path / "tox.ini").write_text("[pytest]\naddopts = --color=yes\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("def test_one():\n    pass\n\n\ndef test_two():\n    assert 0\n")
+    runs = [subprocess.run([sys.executable, "-m", "pytest", *flags], cwd=tmp_path, capture_output=True, timeout=120)
+            for flags in (COLLECT_FLAGS.split(), ["-q", "-p", "no:cacheprovider"])]
+    assert all(b"\x1b[" in r.stdout for r in runs)  # coloured, though not a terminal
+    collect, run = (without_escapes(ExecResult(r.returncode, r.stdout, b"err", 1.5, timed_out=True)) for r in runs)
+    assert "\x1b" not in collect.stdout + run.stdout and collected_count(collect.stdout) == 2, collect.stdout
+    assert any(line.startswith("E       assert 0") for line in run.stdout.splitlines()), run.stdout
+    assert (run.exit_code, run.stderr, run.duration, run.timed_out) == (1, "err", 1.5, True)
+    plain = ExecResult(0, b"ok\n", b"", 0.1)
+    assert without_escapes(plain) is plain

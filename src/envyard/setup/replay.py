@@ -42,7 +42,7 @@ from . import pins, runners, services
 from .interpreters import setup_base
 from .plan import Recipe, Step
 from .search import (JUNIT, Branch, Search, Workspace, drop_image, listed, setup_disk_limit, setup_env,
-                     setup_sandbox, test_results)
+                     setup_sandbox, test_results, without_escapes)
 from .wheelhouse import find_links_env
 
 
@@ -188,8 +188,8 @@ def logged(yard: Yard, sb: Sandbox, cwd: str, env: dict[str, str], log: list[str
     command failing for a full disk raises DiskFull (the machine's problem, not the recipe's). uv finds the
     branches' built wheels (replay_sandbox) through UV_FIND_LINKS."""
     def run(cmd: str, timeout: float):
-        r = sb.exec(cmd, cwd=cwd, env=setup_env({**env, **find_links_env(env)}), timeout=timeout,
-                    max_output=400_000)
+        r = without_escapes(sb.exec(cmd, cwd=cwd, env=setup_env({**env, **find_links_env(env)}), timeout=timeout,
+                                    max_output=400_000))
         log.append(f"$ {cmd}\n{r.stdout}{r.stderr}[exit {r.exit_code}, {r.duration:.1f}s]\n")
         full = (diskspace.diagnose(yard.store.home, r.stdout + r.stderr, setup_disk_limit(yard))
                 if r.exit_code != 0 else None)

@@ -236,7 +236,7 @@ class Workspace:
         if self.interrupted.is_set():
             raise Stopped()
         try:
-            r = self.sb.exec(command, cwd=cwd, env=self.env, timeout=timeout, max_output=400_000)
+            r = without_escapes(self.sb.exec(command, cwd=cwd, env=self.env, timeout=timeout, max_output=400_000))
         except EnvyardError:
             if self.cancel.is_set():
                 raise Cancelled() from None
@@ -1742,9 +1742,20 @@ def _spilled_tail(r, size: int = 8192) -> str:
     try:
         with open(r.stdout_file, "rb") as f:
             f.seek(max(0, f.seek(0, 2) - size))
-            return f.read().decode("utf-8", "replace")
+            return _ESCAPES.sub(b"", f.read()).decode("utf-8", "replace")
     except (TypeError, OSError):
         return ""
+
+
+_ESCAPES = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")  # terminal colour and cursor codes (CSI sequences)
+
+
+def without_escapes(r):
+    """`r` with terminal colour codes taken out of its output: a project that forces colour (dask's pytest
+    addopts say `--color=yes`) must not hide its errors, counts and summaries from line-anchored parsers."""
+    if b"\x1b[" not in r.stdout_bytes and b"\x1b[" not in r.stderr_bytes:
+        return r
+    return r.replace(stdout_bytes=_ESCAPES.sub(b"", r.stdout_bytes), stderr_bytes=_ESCAPES.sub(b"", r.stderr_bytes))
 
 
 def _junit_text(runner: runners.Runner, sb: Sandbox) -> str:
